@@ -1,0 +1,1 @@
+"""Agent layer: sessions, tool batches, snapshot policy, ledger, undo and redo."""

@@ -1,0 +1,1 @@
+"""Content-addressed store: blobs, trees and snapshots in LMDB; scan, diff, restore."""

@@ -1,0 +1,1 @@
+"""Command-line interface: parse, call the layers below, render text or JSON."""

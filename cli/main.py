@@ -1,0 +1,5 @@
+import sys
+
+def main() -> None:
+    print("earshot")
+    sys.exit(0)
