@@ -1,0 +1,259 @@
+"""The LMDB backend: the only module that imports ``lmdb``.
+
+Facts it is built on (storage-facts.md): one writer at a time across
+processes, lock-free readers; a write transaction keeps every dirtied page in
+private memory until commit, so writes are buffered in Python and applied in
+one short transaction (the object writer flushes every ~64 MiB); the map size
+is a maximum that grows on demand here, never surfacing MDB_MAP_FULL; the file
+never shrinks, ``compact`` rewrites it to its live size.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from .backend import CORE_TABLES, Buffer, ReadView, WriteBatch
+from .errors import EarshotError
+
+_INITIAL_MAP = 1 << 30
+_MAX_MAP = 1 << 44
+
+
+class StoreError(EarshotError):
+    """The database failed underneath (disk full, permissions, corruption)."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"store {path}: {why}")
+        self.path = path
+
+
+class StoreBusy(EarshotError):
+    """An operation needs the store to itself and another process has it open."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(f"{what} needs the store to itself; another earshot process has {path} open")
+
+
+class LmdbBackend:
+    """Named tables in one LMDB environment (a directory)."""
+
+    def __init__(self, path: Path, tables: tuple[str, ...] = CORE_TABLES) -> None:
+        self.path = path
+        self._table_names = tables
+        try:
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Held shared by every process with the store open; compact takes it
+            # exclusively, so it never swaps the file under a reader.
+            self._lock_fd = os.open(path / "open.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+        except OSError as exc:
+            raise StoreError(path, exc.strerror or str(exc)) from None
+        self._open_env()
+
+    def _open_env(self) -> None:
+        data = self.path / "data.mdb"
+        current = data.stat().st_size if data.exists() else 0
+        map_size = max(_INITIAL_MAP, 2 * current)
+        try:
+            self._env = lmdb.open(
+                str(self.path),
+                map_size=map_size,
+                max_dbs=32,
+                readahead=False,  # random reads over a store that may exceed RAM
+                meminit=False,
+                max_readers=256,
+            )
+            self._env.reader_check()  # clear readers left by killed processes
+            self._dbs: dict[str, Any] = {}
+            with self._env.begin(write=True) as txn:
+                for name in self._table_names:
+                    self._dbs[name] = self._env.open_db(name.encode(), txn=txn)
+        except lmdb.Error as exc:
+            raise StoreError(self.path, str(exc)) from None
+
+    def _db(self, table: str) -> Any:
+        try:
+            return self._dbs[table]
+        except KeyError:
+            raise KeyError(f"no table {table!r}") from None
+
+    def _begin(self, write: bool) -> Any:
+        try:
+            return self._env.begin(write=write, buffers=not write)
+        except lmdb.MapResizedError:
+            # Another process grew the map: adopt its size and go on.
+            self._env.set_mapsize(0)
+            return self._env.begin(write=write, buffers=not write)
+
+    @contextmanager
+    def read(self) -> Iterator[ReadView]:
+        try:
+            txn = self._begin(write=False)
+        except lmdb.Error as exc:
+            raise StoreError(self.path, str(exc)) from None
+        try:
+            yield _LmdbView(self, txn)
+        finally:
+            txn.abort()
+
+    @contextmanager
+    def write(self) -> Iterator[WriteBatch]:
+        batch = _LmdbBatch(self)
+        try:
+            yield batch
+            batch.flush()
+        finally:
+            batch.close()
+
+    def apply(self, buffer: Buffer) -> None:
+        """Apply buffered changes in one transaction, growing the map if full."""
+        if not buffer.tables:
+            return
+        while True:
+            try:
+                with self._begin(write=True) as txn:
+                    for table, changes in buffer.tables.items():
+                        db = self._db(table)
+                        for key in sorted(changes):
+                            value = changes[key]
+                            if value is None:
+                                txn.delete(key, db=db)
+                            else:
+                                txn.put(key, value, db=db)
+                return
+            except lmdb.MapFullError:
+                self._grow(buffer.size)
+            except lmdb.Error as exc:
+                raise StoreError(self.path, str(exc)) from None
+
+    def _grow(self, needed: int) -> None:
+        size = self._env.info()["map_size"]
+        new = max(size * 2, size + 4 * needed)
+        if new > _MAX_MAP:
+            raise StoreError(self.path, "the store would exceed 16 TiB")
+        self._env.set_mapsize(new)
+
+    def disk_bytes(self) -> int:
+        total = 0
+        for name in ("data.mdb", "lock.mdb"):
+            try:
+                total += (self.path / name).stat().st_blocks * 512
+            except FileNotFoundError:
+                pass
+        return total
+
+    def compact(self) -> None:
+        """Rewrite the file to its live size (LMDB files never shrink)."""
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreBusy(self.path, "compacting") from None
+        try:
+            tmp = self.path / "compact.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            try:
+                self._env.copy(str(tmp), compact=True)
+            except lmdb.Error as exc:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise StoreError(self.path, f"compact failed: {exc}") from None
+            self._env.close()
+            os.replace(tmp / "data.mdb", self.path / "data.mdb")
+            shutil.rmtree(tmp, ignore_errors=True)
+            self._open_env()
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+
+    def close(self) -> None:
+        if getattr(self, "_env", None) is not None:
+            self._env.close()
+            self._env = None
+        if getattr(self, "_lock_fd", -1) >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+
+class _LmdbView:
+    def __init__(self, backend: LmdbBackend, txn: Any) -> None:
+        self._backend = backend
+        self._txn = txn
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        value = self._txn.get(key, db=self._backend._db(table))
+        return None if value is None else bytes(value)
+
+    def get_slice(self, table: str, key: bytes, offset: int, length: int) -> bytes | None:
+        # buffers=True: the value is a view of the map, so only the slice is copied.
+        value = self._txn.get(key, db=self._backend._db(table))
+        return None if value is None else bytes(value[offset : offset + length])
+
+    def items(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        with self._txn.cursor(db=self._backend._db(table)) as cursor:
+            if not cursor.set_range(prefix):
+                return
+            for key, value in cursor:
+                key = bytes(key)
+                if not key.startswith(prefix):
+                    break
+                yield key, bytes(value)
+
+
+class _LmdbBatch:
+    """Writes buffered in Python; reads go to the buffer, then a short read txn."""
+
+    def __init__(self, backend: LmdbBackend) -> None:
+        self._backend = backend
+        self._buffer = Buffer()
+        self._txn: Any = None
+
+    def _view(self) -> _LmdbView:
+        if self._txn is None:
+            self._txn = self._backend._begin(write=False)
+        return _LmdbView(self._backend, self._txn)
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        found, value = self._buffer.lookup(table, key)
+        return value if found else self._view().get(table, key)
+
+    def get_slice(self, table: str, key: bytes, offset: int, length: int) -> bytes | None:
+        found, value = self._buffer.lookup(table, key)
+        if found:
+            return None if value is None else value[offset : offset + length]
+        return self._view().get_slice(table, key, offset, length)
+
+    def items(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        return self._buffer.overlay(table, prefix, self._view().items(table, prefix))
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self._backend._db(table)
+        self._buffer.put(table, key, value)
+
+    def delete(self, table: str, key: bytes) -> None:
+        self._buffer.delete(table, key)
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._buffer.size
+
+    def flush(self) -> None:
+        self._end_read()
+        self._backend.apply(self._buffer)
+        self._buffer.clear()
+
+    def _end_read(self) -> None:
+        # A read txn open in this process would pin pages and block set_mapsize.
+        if self._txn is not None:
+            self._txn.abort()
+            self._txn = None
+
+    def close(self) -> None:
+        self._end_read()
+        self._buffer.clear()

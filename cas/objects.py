@@ -1,0 +1,364 @@
+"""The object store: blobs, trees and snapshots packed into LMDB values.
+
+Why packs: LMDB spends whole 4 KiB overflow pages on values over half a page,
+doubling the size of the 1-4 KiB blobs that make up most source trees
+(storage-facts.md). So objects are appended, each compressed on its own, to a
+pack of about 4 MiB stored as one value; the ``index`` table maps a digest to
+(type, codec, pack, offset, lengths). A read copies only its slice of a pack.
+
+Files over ``CHUNK_THRESHOLD`` are cut by content-defined chunking (FastCDC,
+64 KiB-1 MiB chunks, 256 KiB average): no value is unbounded, and an edit in a
+large file stores only the chunks around it. The file's digest stays the plain
+BLAKE3 of its whole content; it names a chunk list.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+import blake3
+import zstandard
+
+from .backend import Backend, ReadView, WriteBatch
+from .digest import DIGEST_SIZE, Digest, blob_digest, short, snapshot_digest, tree_digest
+from .errors import EarshotError
+from .snapshot import Snapshot, decode_snapshot, hash_snapshot
+from .tree import TreeEntry, decode_tree, hash_tree
+from .varint import decode_uvarint, encode_uvarint
+
+FORMAT_VERSION = b"1"
+PACK_TARGET = 4 << 20
+#: Buffered writes are committed once they pass this (bounded memory on huge trees).
+FLUSH_BYTES = 64 << 20
+CHUNK_THRESHOLD = 1 << 20
+CHUNK_AVG = 256 << 10
+_ZSTD_LEVEL = 3
+_MIN_COMPRESS = 64
+
+_INDEX = struct.Struct(">BBQIII")
+
+
+class ObjectType(IntEnum):
+    BLOB = 1
+    CHUNKED = 2
+    TREE = 3
+    SNAPSHOT = 4
+
+
+class Codec(IntEnum):
+    RAW = 0
+    ZSTD = 1
+
+
+class MissingObject(EarshotError):
+    """A digest the store does not hold."""
+
+    def __init__(self, digest: Digest, what: str = "object") -> None:
+        super().__init__(f"{what} {short(digest)} is not in the store")
+        self.digest = digest
+
+
+class CorruptObject(EarshotError):
+    """A stored object whose bytes no longer hash to its digest."""
+
+    def __init__(self, digest: Digest, why: str) -> None:
+        super().__init__(f"object {short(digest)} is corrupt: {why}")
+        self.digest = digest
+        self.why = why
+
+
+class UnknownFormat(EarshotError):
+    """A store written by another version of earshot."""
+
+    def __init__(self, found: bytes) -> None:
+        super().__init__(
+            f"the store has format {found.decode(errors='replace')!r}; this earshot "
+            f"reads format {FORMAT_VERSION.decode()} (upgrade earshot, or move the store aside)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where an object lives."""
+
+    type: ObjectType
+    codec: Codec
+    pack: int
+    offset: int
+    stored: int
+    raw: int
+
+    def encode(self) -> bytes:
+        return _INDEX.pack(self.type, self.codec, self.pack, self.offset, self.stored, self.raw)
+
+    @staticmethod
+    def decode(data: bytes) -> Location:
+        t, c, pack, offset, stored, raw = _INDEX.unpack(data)
+        return Location(ObjectType(t), Codec(c), pack, offset, stored, raw)
+
+
+def pack_key(pack: int) -> bytes:
+    return pack.to_bytes(8, "big")
+
+
+def encode_chunks(chunks: list[tuple[Digest, int]]) -> bytes:
+    return b"".join(d + encode_uvarint(n) for d, n in chunks)
+
+
+def decode_chunks(data: bytes) -> list[tuple[Digest, int]]:
+    chunks = []
+    pos = 0
+    while pos < len(data):
+        digest = Digest(data[pos : pos + DIGEST_SIZE])
+        size, pos = decode_uvarint(data, pos + DIGEST_SIZE)
+        chunks.append((digest, size))
+    return chunks
+
+
+class ObjectReader:
+    """Reads objects through one consistent view of the tables."""
+
+    def __init__(self, view: ReadView) -> None:
+        self.view = view
+        self._dctx = zstandard.ZstdDecompressor()
+
+    def locate(self, digest: Digest) -> Location | None:
+        raw = self.view.get("index", digest)
+        return None if raw is None else Location.decode(raw)
+
+    def has(self, digest: Digest) -> bool:
+        return self.locate(digest) is not None
+
+    def read_raw(self, digest: Digest, expect: ObjectType | None = None) -> tuple[Location, bytes]:
+        """An object's stored bytes, decompressed but not verified."""
+        loc = self.locate(digest)
+        if loc is None:
+            raise MissingObject(digest)
+        if expect is not None and loc.type is not expect and not (
+            expect is ObjectType.BLOB and loc.type is ObjectType.CHUNKED
+        ):
+            raise CorruptObject(digest, f"is a {loc.type.name.lower()}, not a {expect.name.lower()}")
+        data = self.view.get_slice("packs", pack_key(loc.pack), loc.offset, loc.stored)
+        if data is None or len(data) != loc.stored:
+            raise CorruptObject(digest, f"its pack {loc.pack:016x} is missing or short")
+        if loc.codec is Codec.ZSTD:
+            try:
+                data = self._dctx.decompress(data, max_output_size=loc.raw)
+            except zstandard.ZstdError as exc:
+                raise CorruptObject(digest, f"does not decompress ({exc})") from None
+        if len(data) != loc.raw:
+            raise CorruptObject(digest, f"{len(data)} bytes, expected {loc.raw}")
+        return loc, data
+
+    def iter_blob(self, digest: Digest) -> Iterator[bytes]:
+        """A file's content, piece by piece (one piece per chunk)."""
+        loc, data = self.read_raw(digest, ObjectType.BLOB)
+        if loc.type is ObjectType.BLOB:
+            yield data
+            return
+        for chunk, size in decode_chunks(data):
+            _, piece = self.read_raw(chunk, ObjectType.BLOB)
+            if len(piece) != size:
+                raise CorruptObject(digest, f"chunk {short(chunk)} has the wrong size")
+            yield piece
+
+    def read_blob(self, digest: Digest) -> bytes:
+        return b"".join(self.iter_blob(digest))
+
+    def read_tree(self, digest: Digest) -> list[TreeEntry]:
+        return decode_tree(self.read_raw(digest, ObjectType.TREE)[1])
+
+    def read_snapshot(self, digest: Digest) -> Snapshot:
+        return decode_snapshot(self.read_raw(digest, ObjectType.SNAPSHOT)[1])
+
+    def verify(self, digest: Digest) -> ObjectType:
+        """Check an object against its digest; raise CorruptObject if it fails."""
+        loc, data = self.read_raw(digest)
+        if loc.type is ObjectType.BLOB:
+            got = blob_digest(data)
+        elif loc.type is ObjectType.TREE:
+            got = tree_digest(data)
+        elif loc.type is ObjectType.SNAPSHOT:
+            got = snapshot_digest(data)
+        else:
+            hasher = blake3.blake3()
+            for chunk, _size in decode_chunks(data):
+                _, piece = self.read_raw(chunk, ObjectType.BLOB)
+                hasher.update(piece)
+            got = Digest(hasher.digest())
+        if got != digest:
+            raise CorruptObject(digest, "content does not match its digest")
+        return loc.type
+
+
+class ObjectWriter(ObjectReader):
+    """Adds objects, deduplicated, to packs; everything commits when the block ends."""
+
+    def __init__(self, batch: WriteBatch) -> None:
+        super().__init__(batch)
+        self.batch = batch
+        self._cctx = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+        self._pack = bytearray()
+        self._pack_id = self._new_pack_id()
+        self._pending: dict[Digest, Location] = {}
+        self._cdc: object | None = None
+        self.stored_bytes = 0
+        self.new_objects = 0
+
+    @staticmethod
+    def _new_pack_id() -> int:
+        # Random, not a counter: writers in two processes buffer independently
+        # and must never pick the same pack key.
+        return int.from_bytes(os.urandom(8), "big")
+
+    def locate(self, digest: Digest) -> Location | None:
+        pending = self._pending.get(digest)
+        return pending if pending is not None else super().locate(digest)
+
+    def read_raw(self, digest: Digest, expect: ObjectType | None = None) -> tuple[Location, bytes]:
+        loc = self._pending.get(digest)
+        if loc is None:
+            return super().read_raw(digest, expect)
+        data = bytes(self._pack[loc.offset : loc.offset + loc.stored])
+        if loc.codec is Codec.ZSTD:
+            data = self._dctx.decompress(data, max_output_size=loc.raw)
+        return loc, data
+
+    def _add(self, digest: Digest, kind: ObjectType, data: bytes | memoryview) -> None:
+        raw = len(data)
+        codec = Codec.RAW
+        stored: bytes | memoryview = data
+        if raw >= _MIN_COMPRESS:
+            packed = self._cctx.compress(data)
+            if len(packed) < raw - raw // 16:
+                codec, stored = Codec.ZSTD, packed
+        loc = Location(kind, codec, self._pack_id, len(self._pack), len(stored), raw)
+        self._pack += stored
+        self._pending[digest] = loc
+        self.stored_bytes += len(stored)
+        self.new_objects += 1
+        if len(self._pack) >= PACK_TARGET:
+            self._seal_pack()
+
+    def _seal_pack(self) -> None:
+        if not self._pending:
+            return
+        self.batch.put("packs", pack_key(self._pack_id), bytes(self._pack))
+        for digest, loc in self._pending.items():
+            self.batch.put("index", digest, loc.encode())
+        self._pending.clear()
+        self._pack = bytearray()
+        self._pack_id = self._new_pack_id()
+        if self.batch.pending_bytes >= FLUSH_BYTES:
+            self.batch.flush()
+
+    def put_blob(self, data: bytes | memoryview) -> Digest:
+        """Store content that fits in one object; return its digest."""
+        digest = blob_digest(data)
+        if not self.has(digest):
+            self._add(digest, ObjectType.BLOB, data)
+        return digest
+
+    def put_large(self, data: bytes | memoryview) -> Digest:
+        """Store content of any size, chunking it when large."""
+        if len(data) <= CHUNK_THRESHOLD:
+            return self.put_blob(data)
+        digest = Digest(blake3.blake3(data, max_threads=blake3.blake3.AUTO).digest())
+        if self.has(digest):
+            return digest
+        from pyfastcdc import FastCDC  # a large file is rare: keep start-up lean
+
+        if self._cdc is None:
+            self._cdc = FastCDC(CHUNK_AVG)
+        view = memoryview(data)
+        chunks = []
+        for chunk in self._cdc.cut_buf(view):  # type: ignore[attr-defined]
+            piece = view[chunk.offset : chunk.offset + chunk.length]
+            chunks.append((self.put_blob(piece), chunk.length))
+        self._add(digest, ObjectType.CHUNKED, encode_chunks(chunks))
+        return digest
+
+    def put_file(self, fd: int, size: int) -> Digest:
+        """Store an open file's content (``size`` bytes, from its fstat)."""
+        if size == 0:
+            return self.put_blob(b"")
+        if size <= CHUNK_THRESHOLD:
+            return self.put_blob(read_exact(fd, size))
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped:
+            return self.put_large(mapped)
+
+    def put_tree(self, entries: list[TreeEntry]) -> Digest:
+        digest, encoded = hash_tree(entries)
+        if not self.has(digest):
+            self._add(digest, ObjectType.TREE, encoded)
+        return digest
+
+    def put_snapshot(self, snap: Snapshot) -> Digest:
+        digest, encoded = hash_snapshot(snap)
+        if not self.has(digest):
+            self._add(digest, ObjectType.SNAPSHOT, encoded)
+        return digest
+
+    def finish(self) -> None:
+        """Seal the open pack into the batch (the caller commits the batch)."""
+        self._seal_pack()
+
+
+def read_exact(fd: int, size: int) -> bytes:
+    """Read up to ``size`` bytes (fewer if the file shrank meanwhile)."""
+    parts = []
+    remaining = size
+    while remaining > 0:
+        piece = os.read(fd, remaining)
+        if not piece:
+            break
+        parts.append(piece)
+        remaining -= len(piece)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class ObjectStore:
+    """Objects over a backend: ``reader()`` for a consistent view, ``writer()`` to add."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._check_format()
+
+    @classmethod
+    def open(cls, path: Path, tables: tuple[str, ...] | None = None) -> ObjectStore:
+        from .backend import CORE_TABLES
+        from .lmdb_backend import LmdbBackend
+
+        return cls(LmdbBackend(path, tables or CORE_TABLES))
+
+    def _check_format(self) -> None:
+        with self.backend.read() as view:
+            found = view.get("meta", b"format")
+        if found is None:
+            with self.backend.write() as batch:
+                if batch.get("meta", b"format") is None:
+                    batch.put("meta", b"format", FORMAT_VERSION)
+        elif found != FORMAT_VERSION:
+            raise UnknownFormat(found)
+
+    @contextmanager
+    def reader(self) -> Iterator[ObjectReader]:
+        with self.backend.read() as view:
+            yield ObjectReader(view)
+
+    @contextmanager
+    def writer(self) -> Iterator[ObjectWriter]:
+        with self.backend.write() as batch:
+            writer = ObjectWriter(batch)
+            yield writer
+            writer.finish()
+
+    def close(self) -> None:
+        self.backend.close()

@@ -1,0 +1,266 @@
+"""A project: one root and its store, with the operations the CLI offers.
+
+``Project`` ties the pieces together: scanning into snapshots, listing and
+resolving them, restoring, and the restore journal that makes an interrupted
+restore visible (and cleanable) on the next command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .backend import CORE_TABLES
+from .digest import Digest, check_prefix, short, to_hex
+from .errors import EarshotError
+from .objects import ObjectStore, ObjectWriter
+from .paths import checkpoints_dir, data_home, real_root
+from .restore import (
+    Applier,
+    DeleteRule,
+    RestorePlan,
+    RestoreResult,
+    keep_everything,
+    plan_restore,
+    remove_temp_files,
+)
+from .scan import ProgressFn, ScanOptions, ScanReport, Scanner
+from .snapshot import Snapshot
+
+_HEAD = b"head"
+_JOURNAL = "restore.journal"
+
+
+class NoSuchSnapshot(EarshotError):
+    """No snapshot matches the id given."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(f"no snapshot {text!r} in this project (see 'earshot snapshots')")
+        self.text = text
+
+
+class AmbiguousId(EarshotError):
+    """A prefix that matches several snapshots."""
+
+    def __init__(self, text: str, count: int) -> None:
+        super().__init__(f"{text!r} matches {count} snapshots; give more hex digits")
+        self.text = text
+
+
+class NotADirectory(EarshotError):
+    """The root given is not a directory."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(f"{root} is not a directory")
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """The result of recording the root."""
+
+    digest: Digest
+    snapshot: Snapshot
+    report: ScanReport
+    #: True when nothing changed since the previous snapshot, which is reused.
+    reused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """The result of a restore: the plan, what was done, and the state before it."""
+
+    plan: RestorePlan
+    result: RestoreResult | None
+    before: Recorded
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """A restore that did not finish (found on the next command)."""
+
+    target: str
+    started_ns: int
+
+
+def snapshot_key(snap_digest: Digest, time_ns: int) -> bytes:
+    """Snapshots are listed in time order: the key leads with the time."""
+    return time_ns.to_bytes(8, "big") + snap_digest
+
+
+class Project:
+    """One root and the store that records it."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        home: Path | None = None,
+        extra_tables: tuple[str, ...] = (),
+        options: ScanOptions | None = None,
+    ) -> None:
+        real = real_root(root)
+        if not real.is_dir():
+            raise NotADirectory(str(root))
+        self.root = real
+        self.home = home or data_home()
+        self.store_dir = checkpoints_dir(real, self.home)
+        self.store = ObjectStore.open(self.store_dir, CORE_TABLES + extra_tables)
+        home_real = os.path.realpath(self.home)
+        inside = home_real == str(real) or home_real.startswith(str(real) + os.sep)
+        self.options = options or ScanOptions()
+        if inside:
+            self.options = ScanOptions(
+                self.options.max_file_size, self.options.racy_margin_ns, exclude_dir=home_real
+            )
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Project:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- recording --------------------------------------------------------
+
+    def scan(self, writer: ObjectWriter, progress: ProgressFn | None = None) -> tuple[Digest, ScanReport]:
+        """Record the whole root into ``writer``; return its tree and the report."""
+        scanner = Scanner(self.root, writer, self.options, progress)
+        tree = scanner.scan_root(self.store_dir / "scan.marker")
+        return tree, scanner.report
+
+    def snapshot(
+        self, note: str = "", session: str | None = None, progress: ProgressFn | None = None
+    ) -> Recorded:
+        """Record the root as a snapshot (a full restage), reusing the last if unchanged."""
+        with self.store.writer() as writer:
+            tree, report = self.scan(writer, progress)
+            return self.commit_tree(writer, tree, report, note, session)
+
+    def commit_tree(
+        self,
+        writer: ObjectWriter,
+        tree: Digest,
+        report: ScanReport,
+        note: str = "",
+        session: str | None = None,
+    ) -> Recorded:
+        """Make a recorded tree a snapshot, unless the head already has that tree."""
+        head = self.head(writer)
+        if head is not None:
+            head_snap = writer.read_snapshot(head)
+            if head_snap.tree == tree:
+                return Recorded(head, head_snap, report, reused=True)
+        snap = Snapshot(
+            tree=tree,
+            time_ns=time.time_ns(),
+            root=str(self.root),
+            note=note,
+            session=session,
+            files=report.files,
+            content_bytes=report.content_bytes,
+            unrecorded=len(report.unrecorded),
+        )
+        digest = writer.put_snapshot(snap)
+        writer.finish()
+        writer.batch.put("snapshots", snapshot_key(digest, snap.time_ns), b"")
+        writer.batch.put("meta", _HEAD, digest)
+        return Recorded(digest, snap, report, reused=False)
+
+    # -- listing and naming -------------------------------------------------
+
+    @staticmethod
+    def head(view: ObjectWriter | None = None) -> Digest | None:
+        raw = view.batch.get("meta", _HEAD) if view is not None else None
+        return Digest(raw) if raw else None
+
+    def head_snapshot(self) -> Digest | None:
+        with self.store.backend.read() as view:
+            raw = view.get("meta", _HEAD)
+        return Digest(raw) if raw else None
+
+    def snapshots(self) -> list[tuple[Digest, Snapshot]]:
+        """Every listed snapshot, newest first."""
+        with self.store.reader() as reader:
+            keys = [k for k, _ in reader.view.items("snapshots")]
+            out = [(Digest(k[8:]), reader.read_snapshot(Digest(k[8:]))) for k in keys]
+        out.reverse()
+        return out
+
+    def resolve(self, text: str) -> Digest:
+        """A snapshot from its full id or a unique prefix of at least 8 hex digits."""
+        prefix = check_prefix(text)
+        with self.store.backend.read() as view:
+            matches = {k[8:] for k, _ in view.items("snapshots") if k[8:].hex().startswith(prefix)}
+        if not matches:
+            raise NoSuchSnapshot(text)
+        if len(matches) > 1:
+            raise AmbiguousId(text, len(matches))
+        return Digest(matches.pop())
+
+    def read_snapshot(self, digest: Digest) -> Snapshot:
+        with self.store.reader() as reader:
+            return reader.read_snapshot(digest)
+
+    # -- restoring ----------------------------------------------------------
+
+    def interrupted(self) -> Interrupted | None:
+        """A restore that was cut off (crash, kill), if any."""
+        try:
+            doc = json.loads((self.store_dir / _JOURNAL).read_text())
+            return Interrupted(doc["target"], int(doc["started_ns"]))
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def _clear_interrupted(self) -> None:
+        path = self.store_dir / _JOURNAL
+        try:
+            doc = json.loads(path.read_text())
+            remove_temp_files(str(self.root), doc.get("dirs", []), doc["tag"])
+        except (OSError, ValueError, KeyError):
+            pass
+        path.unlink(missing_ok=True)
+
+    def restore(
+        self,
+        target: Digest,
+        may_delete: DeleteRule = keep_everything,
+        dry_run: bool = False,
+        progress: ProgressFn | None = None,
+        note: str | None = None,
+    ) -> Restored:
+        """Bring the root to ``target``; record the state before, so it can be undone."""
+        self._clear_interrupted()
+        with self.store.reader() as reader:
+            target_snap = reader.read_snapshot(target)
+        before = self.snapshot(note or f"before restore to {short(target)}", progress=progress)
+        with self.store.reader() as reader:
+            plan = plan_restore(reader, before.snapshot.tree, target_snap.tree, may_delete)
+            if dry_run or plan.empty:
+                return Restored(plan, None if dry_run else RestoreResult(), before)
+            tag = uuid.uuid4().hex[:12]
+            dirs = {p.rpartition("/")[0] for p, _ in plan.writes + plan.mkdirs}
+            self._write_journal(to_hex(target), tag, sorted(dirs))
+            result = Applier(str(self.root), reader, tag).apply(plan)
+        (self.store_dir / _JOURNAL).unlink(missing_ok=True)
+        return Restored(plan, result, before)
+
+    def _write_journal(self, target: str, tag: str, dirs: list[str]) -> None:
+        doc = {"target": target, "tag": tag, "started_ns": time.time_ns(), "dirs": dirs}
+        path = self.store_dir / _JOURNAL
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, path)
+
+
+def open_project(root: str | os.PathLike[str], **kwargs: object) -> Project:
+    """Open (creating if needed) the project of a root."""
+    return Project(root, **kwargs)  # type: ignore[arg-type]
+
+
+ProgressFactory = Callable[[str], ProgressFn | None]

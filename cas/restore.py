@@ -1,0 +1,403 @@
+"""Restoring a root to a tree: plan first, then apply, never outside the root.
+
+The plan compares the current state (a fresh scan, stored like any snapshot,
+so a restore can itself be reverted) with the target, and sorts every
+difference into writes, directory creations, deletions, mode changes and
+skips. Extra paths on disk are deleted only when the caller's ``may_delete``
+rule says so (the ledger, for undo; ``--force`` for a bare restore); by
+default they are kept and reported. Unrecorded entries (too large,
+unreadable, special) are never written, overwritten or deleted.
+
+Applying works through directory file descriptors opened one component at a
+time with O_NOFOLLOW, so no write can pass through a symlink or leave the
+root, even if the tree changes meanwhile. Each file is written to a temp file
+in its directory and renamed over its name: a hard link is replaced, not
+written through, and no file is ever left half-written.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from .digest import Digest, blob_digest
+from .errors import EarshotError
+from .objects import ObjectReader
+from .scan import TEMP_PREFIX
+from .tree import Kind, TreeEntry
+
+DeleteRule = Callable[[str, TreeEntry], bool]
+
+
+def keep_everything(path: str, entry: TreeEntry) -> bool:
+    """The default rule: delete nothing that is not proven."""
+    return False
+
+
+def delete_everything(path: str, entry: TreeEntry) -> bool:
+    """``--force``: mirror the target exactly."""
+    return True
+
+
+class UnsafePath(EarshotError):
+    """A path whose parent on disk is a symlink or not a directory."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path}: a parent is a symlink or not a directory; not written through")
+        self.path = path
+
+
+@dataclass(slots=True)
+class RestorePlan:
+    """What applying would do; ``skipped`` holds (path, reason) for what it won't."""
+
+    writes: list[tuple[str, TreeEntry]] = field(default_factory=list)
+    mkdirs: list[tuple[str, TreeEntry]] = field(default_factory=list)
+    deletes: list[tuple[str, TreeEntry]] = field(default_factory=list)
+    rmdirs: list[str] = field(default_factory=list)
+    chmods: list[tuple[str, TreeEntry]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.writes or self.mkdirs or self.deletes or self.rmdirs or self.chmods)
+
+
+class _Planner:
+    def __init__(self, reader: ObjectReader, may_delete: DeleteRule) -> None:
+        self.reader = reader
+        self.may_delete = may_delete
+        self.plan = RestorePlan()
+
+    def children(self, digest: Digest | None) -> dict[bytes, TreeEntry]:
+        if digest is None:
+            return {}
+        return {e.name: e for e in self.reader.read_tree(digest)}
+
+    def tree(self, prefix: str, current: Digest | None, target: Digest | None) -> bool:
+        """Plan one directory's content; True if everything extra in it goes."""
+        if current == target:
+            return True
+        now = self.children(current)
+        want = self.children(target)
+        clean = True
+        for name in sorted(now.keys() | want.keys()):
+            path = prefix + name.decode("utf-8", "surrogateescape")
+            clean &= self.entry(path, now.get(name), want.get(name))
+        return clean
+
+    def extra(self, path: str, cur: TreeEntry) -> bool:
+        """A path on disk the target lacks: delete it only if the rule allows."""
+        if cur.kind is Kind.UNRECORDED:
+            self.plan.skipped.append((path, "not recorded (too large, unreadable or special); kept"))
+            return False
+        if cur.kind is Kind.DIR:
+            if self.tree(path + "/", cur.digest, None):
+                self.plan.rmdirs.append(path)
+                return True
+            return False
+        if self.may_delete(path, cur):
+            self.plan.deletes.append((path, cur))
+            return True
+        self.plan.skipped.append((path, "not in the snapshot and not proven safe to delete; kept"))
+        return False
+
+    def entry(self, path: str, cur: TreeEntry | None, tgt: TreeEntry | None) -> bool:
+        plan = self.plan
+        if tgt is None:
+            return self.extra(path, cur) if cur is not None else True
+        if tgt.kind is Kind.UNRECORDED:
+            if cur is None:
+                plan.skipped.append((path, "its content was not recorded; cannot restore it"))
+            return True
+        if cur is not None and cur.kind is Kind.UNRECORDED:
+            plan.skipped.append((path, "not recorded on disk (too large or unreadable); left alone"))
+            return True
+        if tgt.kind is Kind.DIR:
+            if cur is None or cur.kind is not Kind.DIR:
+                # A file or link in the way is overwritten (its content is in the
+                # pre-restore snapshot); the new directory is built from nothing.
+                plan.mkdirs.append((path, tgt))
+                self.tree(path + "/", None, tgt.digest)
+                if cur is not None:
+                    plan.deletes.append((path, cur))
+                return True
+            self.tree(path + "/", cur.digest, tgt.digest)
+            if cur.mode != tgt.mode:
+                plan.chmods.append((path, tgt))
+            return True
+        # The target is a file or a symlink.
+        if cur is not None and cur.kind is Kind.DIR:
+            if not self.extra(path, cur):
+                plan.skipped.append((path, "a directory with kept content is in the way"))
+                return False
+            plan.writes.append((path, tgt))
+            return True
+        if cur is None or cur.kind is not tgt.kind or cur.digest != tgt.digest:
+            plan.writes.append((path, tgt))
+        elif cur.mode != tgt.mode:
+            plan.chmods.append((path, tgt))
+        return True
+
+
+def plan_restore(
+    reader: ObjectReader,
+    current: Digest | None,
+    target: Digest,
+    may_delete: DeleteRule = keep_everything,
+) -> RestorePlan:
+    """Plan the restore of ``target`` over the tree now on disk (``current``)."""
+    planner = _Planner(reader, may_delete)
+    planner.tree("", current, target)
+    return planner.plan
+
+
+# -- applying -----------------------------------------------------------------
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class DirHandles:
+    """Directory descriptors under the root, opened one component at a time."""
+
+    def __init__(self, root: str) -> None:
+        self.root_fd = os.open(root, _DIR_FLAGS)
+        self._open: dict[str, int] = {"": self.root_fd}
+
+    def dir_fd(self, rel_dir: str) -> int:
+        fd = self._open.get(rel_dir)
+        if fd is not None:
+            return fd
+        parent, _, name = rel_dir.rpartition("/")
+        parent_fd = self.dir_fd(parent)
+        try:
+            fd = os.open(os.fsencode(name), _DIR_FLAGS, dir_fd=parent_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise UnsafePath(rel_dir) from None
+            raise
+        self._open[rel_dir] = fd
+        return fd
+
+    def parent(self, rel: str) -> tuple[int, bytes]:
+        """(descriptor of the directory holding ``rel``, its last component)."""
+        parent, _, name = rel.rpartition("/")
+        return self.dir_fd(parent), os.fsencode(name)
+
+    def forget(self, rel_dir: str) -> None:
+        """Close descriptors of a removed directory and everything under it."""
+        for key in [k for k in self._open if k == rel_dir or k.startswith(rel_dir + "/")]:
+            if key:
+                os.close(self._open.pop(key))
+
+    def close(self) -> None:
+        for fd in self._open.values():
+            os.close(fd)
+        self._open.clear()
+
+
+@dataclass(slots=True)
+class RestoreResult:
+    """What applying did; ``skipped`` adds what changed between plan and apply."""
+
+    written: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    created_dirs: list[str] = field(default_factory=list)
+    removed_dirs: list[str] = field(default_factory=list)
+    modes: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _lstat(handles: DirHandles, rel: str) -> os.stat_result | None:
+    fd, name = handles.parent(rel)
+    try:
+        return os.lstat(name, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+
+
+def _disk_digest(handles: DirHandles, rel: str, kind: Kind) -> Digest | None:
+    """The digest of what is on disk now at ``rel``, if it is a file or link."""
+    fd, name = handles.parent(rel)
+    try:
+        if kind is Kind.SYMLINK:
+            return blob_digest(os.readlink(name, dir_fd=fd))
+        file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+    except OSError:
+        return None
+    try:
+        import blake3
+
+        hasher = blake3.blake3()
+        while piece := os.read(file_fd, 1 << 20):
+            hasher.update(piece)
+        return Digest(hasher.digest())
+    finally:
+        os.close(file_fd)
+
+
+def still_is(handles: DirHandles, rel: str, entry: TreeEntry) -> bool:
+    """Is the path on disk still what the plan saw (kind and content)?"""
+    st = _lstat(handles, rel)
+    if st is None:
+        return False
+    if entry.kind is Kind.FILE:
+        return stat.S_ISREG(st.st_mode) and _disk_digest(handles, rel, Kind.FILE) == entry.digest
+    if entry.kind is Kind.SYMLINK:
+        return stat.S_ISLNK(st.st_mode) and _disk_digest(handles, rel, Kind.SYMLINK) == entry.digest
+    return stat.S_ISDIR(st.st_mode) if entry.kind is Kind.DIR else False
+
+
+class Applier:
+    """Carries out a plan under one root."""
+
+    def __init__(self, root: str, reader: ObjectReader, temp_tag: str) -> None:
+        self.reader = reader
+        self.handles = DirHandles(root)
+        self.temp_prefix = os.fsencode(f"{TEMP_PREFIX}{temp_tag}-")
+        self.result = RestoreResult()
+        self._counter = 0
+
+    def apply(self, plan: RestorePlan) -> RestoreResult:
+        try:
+            for path, entry in plan.deletes:
+                self._guard(path, self._delete, path, entry)
+            for path in sorted(plan.rmdirs, key=lambda p: -p.count("/")):
+                self._guard(path, self._rmdir, path)
+            for path, entry in sorted(plan.mkdirs, key=lambda pe: pe[0].count("/")):
+                self._guard(path, self._mkdir, path, entry)
+            for path, entry in plan.writes:
+                self._guard(path, self._write, path, entry)
+            file_modes = [(p, e) for p, e in plan.chmods if e.kind is not Kind.DIR]
+            dir_modes = [(p, e) for p, e in plan.chmods if e.kind is Kind.DIR]
+            dir_modes += [(p, e) for p, e in plan.mkdirs]
+            for path, entry in file_modes:
+                self._guard(path, self._chmod, path, entry)
+            # Directories last and deepest first: a read-only directory must not
+            # lock out the writes below it.
+            for path, entry in sorted(dir_modes, key=lambda pe: -pe[0].count("/")):
+                self._guard(path, self._chmod, path, entry)
+        finally:
+            self.handles.close()
+        return self.result
+
+    def _guard(self, path: str, action: Callable[..., None], *args: object) -> None:
+        try:
+            action(*args)
+        except UnsafePath as exc:
+            self.result.skipped.append((path, str(exc).split(": ", 1)[1]))
+        except OSError as exc:
+            self.result.skipped.append((path, exc.strerror or str(exc)))
+
+    def _delete(self, path: str, entry: TreeEntry) -> None:
+        if not still_is(self.handles, path, entry):
+            self.result.skipped.append((path, "changed since it was planned; kept"))
+            return
+        fd, name = self.handles.parent(path)
+        os.unlink(name, dir_fd=fd)
+        self.result.deleted.append(path)
+
+    def _rmdir(self, path: str) -> None:
+        fd, name = self.handles.parent(path)
+        self.handles.forget(path)
+        try:
+            os.rmdir(name, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                self.result.skipped.append((path, "directory not empty; kept"))
+                return
+            raise
+        self.result.removed_dirs.append(path)
+
+    def _mkdir(self, path: str, entry: TreeEntry) -> None:
+        fd, name = self.handles.parent(path)
+        st = _lstat(self.handles, path)
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            os.unlink(name, dir_fd=fd)  # a file or link planned to be replaced
+        elif st is not None:
+            return
+        os.mkdir(name, 0o700, dir_fd=fd)
+        self.result.created_dirs.append(path)
+
+    def _temp_name(self) -> bytes:
+        self._counter += 1
+        return self.temp_prefix + str(self._counter).encode()
+
+    def _write(self, path: str, entry: TreeEntry) -> None:
+        assert entry.digest is not None
+        fd, name = self.handles.parent(path)
+        current = _lstat(self.handles, path)
+        if current is not None and stat.S_ISDIR(current.st_mode):
+            self.result.skipped.append((path, "a directory is in the way; kept"))
+            return
+        temp = self._temp_name()
+        try:
+            if entry.kind is Kind.SYMLINK:
+                os.symlink(self.reader.read_blob(entry.digest), temp, dir_fd=fd)
+            else:
+                self._write_file(fd, temp, entry)
+            os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            try:
+                os.unlink(temp, dir_fd=fd)
+            except OSError:
+                pass
+            raise
+        self.result.written.append(path)
+
+    def _write_file(self, dir_fd: int, temp: bytes, entry: TreeEntry) -> None:
+        assert entry.digest is not None
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        out = os.open(temp, flags, 0o600, dir_fd=dir_fd)
+        try:
+            for piece in self.reader.iter_blob(entry.digest):
+                view = memoryview(piece)
+                while view:
+                    written = os.write(out, view)
+                    view = view[written:]
+            os.fchmod(out, entry.mode)
+        finally:
+            os.close(out)
+
+    def _chmod(self, path: str, entry: TreeEntry) -> None:
+        fd, name = self.handles.parent(path)
+        st = os.lstat(name, dir_fd=fd)
+        if stat.S_ISLNK(st.st_mode):
+            return  # link modes are not settable on Linux, nor meaningful
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        if stat.S_ISDIR(st.st_mode):
+            flags |= os.O_DIRECTORY
+        try:
+            target = os.open(name, flags, dir_fd=fd)
+        except PermissionError:
+            os.chmod(name, entry.mode, dir_fd=fd)  # unreadable: chmod by name (checked not a link)
+        else:
+            try:
+                os.fchmod(target, entry.mode)
+            finally:
+                os.close(target)
+        if path not in self.result.written:
+            self.result.modes.append(path)
+
+
+def remove_temp_files(root: str, rel_dirs: Iterator[str] | list[str], temp_tag: str) -> int:
+    """Remove the temp files an interrupted restore with ``temp_tag`` left behind."""
+    prefix = os.fsencode(f"{TEMP_PREFIX}{temp_tag}-")
+    handles = DirHandles(root)
+    removed = 0
+    try:
+        for rel in set(rel_dirs):
+            try:
+                fd = handles.dir_fd(rel)
+                names = [n for n in os.listdir(fd) if os.fsencode(n).startswith(prefix)]
+                for name in names:
+                    os.unlink(name, dir_fd=fd)
+                    removed += 1
+            except (OSError, UnsafePath):
+                continue
+    finally:
+        handles.close()
+    return removed

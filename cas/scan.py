@@ -1,0 +1,253 @@
+"""Recording a root: walk it, hash what changed, build per-directory trees.
+
+A full restage lists every directory (``os.scandir``) and lstats every entry,
+but reads a file only when its stat key differs from the stat cache, and
+re-encodes a directory's tree only when something in it changed; so the cost
+of an unchanged tree is one walk with lstat, and unchanged subtrees keep their
+digests. Never followed: symlinks (recorded as links). Always skipped: any
+``.git`` entry, the data directory if it lies inside the root, earshot's own
+restore temp files, and whatever the ignore rules exclude.
+
+Hashing is safe against files changing underneath: open with O_NOFOLLOW,
+fstat, read and hash, fstat again; if anything moved, the content is recorded
+but not cached. Parallel hashing is deliberately absent: a thread pool over
+small files was 2-6x slower on these machines (storage-facts.md).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .digest import Digest, blob_digest
+from .ignore import IgnoreRules
+from .objects import ObjectWriter
+from .statcache import SMUDGED, DirRecord, EntryKey, load_record, store_record
+from .tree import Kind, TreeEntry, Unrecorded
+
+TEMP_PREFIX = ".earshot-tmp-"
+DEFAULT_MAX_FILE_SIZE = 64 << 20
+#: Entries modified this close to the scan start are not trusted next time.
+DEFAULT_RACY_MARGIN_NS = 2_000_000_000
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_RETRIES = 3
+
+ProgressFn = Callable[[int], None]
+
+# Plain ints in cache keys: marshal stores no enum members.
+_FILE, _SYMLINK, _DIR, _UNRECORDED = (int(k) for k in (Kind.FILE, Kind.SYMLINK, Kind.DIR, Kind.UNRECORDED))
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOptions:
+    """How to record a root."""
+
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    racy_margin_ns: int = DEFAULT_RACY_MARGIN_NS
+    #: A directory never recorded (the data dir, when it lies inside the root).
+    exclude_dir: str | None = None
+
+
+@dataclass(slots=True)
+class ScanReport:
+    """What a scan found besides the tree."""
+
+    files: int = 0
+    content_bytes: int = 0
+    #: Files whose content was read (the stat cache did not vouch for them).
+    files_read: int = 0
+    bytes_read: int = 0
+    unrecorded: list[tuple[str, Unrecorded]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def join(rel: str, name: str) -> str:
+    return f"{rel}/{name}" if rel else name
+
+
+def fsencode(name: str) -> bytes:
+    return name.encode("utf-8", "surrogateescape")
+
+
+class Scanner:
+    """Turns directories on disk into stored trees, through one object writer."""
+
+    def __init__(
+        self,
+        root: Path,
+        writer: ObjectWriter,
+        options: ScanOptions | None = None,
+        progress: ProgressFn | None = None,
+        use_cache: bool = True,
+    ) -> None:
+        self.root = str(root)
+        self.writer = writer
+        self.options = options or ScanOptions()
+        self.progress = progress
+        self.use_cache = use_cache
+        self.report = ScanReport()
+        self.trust_before_ns = 0
+        self._seen = 0
+
+    # -- the whole root -------------------------------------------------
+
+    def scan_root(self, marker: Path) -> Digest:
+        """Record the whole root; ``marker`` is touched to time-stamp the scan."""
+        self.trust_before_ns = touch_marker(marker) - self.options.racy_margin_ns
+        rules = IgnoreRules.for_root(self.root)
+        return self.scan_dir(self.root, "", rules, is_root=True)
+
+    # -- one directory ------------------------------------------------------
+
+    def scan_dir(self, path: str, rel: str, parent_rules: IgnoreRules, is_root: bool = False) -> Digest:
+        """Record the directory at ``path`` (``rel`` from the root) and below."""
+        with os.scandir(path) as listing:
+            dirents = list(listing)
+        names = [d.name for d in dirents]
+        rules = parent_rules if is_root else parent_rules.descend(rel, path, names)
+        record = load_record(self.writer.view, rel) if self.use_cache else None
+        old = record.entries if record is not None else {}
+        new: dict[str, EntryKey] = {}
+        for dirent in dirents:
+            name = dirent.name
+            if name == ".git" or name.startswith(TEMP_PREFIX):
+                continue
+            try:
+                is_dir = dirent.is_dir(follow_symlinks=False)
+                if rules.is_ignored(join(rel, name), is_dir):
+                    continue
+                if is_dir and dirent.path == self.options.exclude_dir:
+                    continue
+                st = dirent.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # vanished mid-scan: it is simply not there
+            key = self._entry(dirent.path, join(rel, name), st, old.get(name), rules)
+            if key is not None:
+                new[name] = key
+        fingerprint = rules.fingerprint
+        if record is not None and record.fingerprint == fingerprint and record.entries == new:
+            return Digest(record.tree)
+        entries = [entry_from_key(fsencode(n), k) for n, k in new.items()]
+        digest = self.writer.put_tree(entries)
+        if self.use_cache:
+            store_record(self.writer.batch, DirRecord(rel, fingerprint, digest, new))
+        return digest
+
+    def _entry(
+        self, path: str, rel: str, st: os.stat_result, cached: EntryKey | None, rules: IgnoreRules
+    ) -> EntryKey | None:
+        self._tick()
+        mode = st.st_mode
+        perm = stat.S_IMODE(mode)
+        if stat.S_ISDIR(mode):
+            try:
+                digest = self.scan_dir(path, rel, rules)
+            except PermissionError:
+                return self._unrecorded(rel, perm, 0, Unrecorded.UNREADABLE)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            return (_DIR, perm, 0, 0, 0, 0, digest, 0)
+        if stat.S_ISLNK(mode):
+            return self._symlink(path, rel, st, perm)
+        if not stat.S_ISREG(mode):
+            self.report.warnings.append(f"{rel}: special file (socket, fifo or device), not recorded")
+            return self._unrecorded(rel, perm, 0, Unrecorded.SPECIAL)
+        self.report.files += 1
+        self.report.content_bytes += st.st_size
+        if st.st_size > self.options.max_file_size:
+            return self._unrecorded(rel, perm, st.st_size, Unrecorded.TOO_LARGE)
+        if (
+            cached is not None
+            and cached[0] == _FILE
+            and cached[1] == perm
+            and cached[2] == st.st_size
+            and cached[3] == st.st_mtime_ns
+            and cached[4] == st.st_ctime_ns
+            and cached[5] == st.st_ino
+        ):
+            return cached
+        return self._hash_file(path, rel, st)
+
+    def _hash_file(self, path: str, rel: str, st: os.stat_result) -> EntryKey | None:
+        for _attempt in range(_RETRIES):
+            try:
+                fd = os.open(path, _OPEN_FLAGS)
+            except FileNotFoundError:
+                return None
+            except PermissionError:
+                return self._unrecorded(rel, stat.S_IMODE(st.st_mode), st.st_size, Unrecorded.UNREADABLE)
+            except OSError as exc:  # ELOOP: it became a symlink; treat as changed
+                self.report.warnings.append(f"{rel}: {exc.strerror}; skipped")
+                return None
+            try:
+                before = os.fstat(fd)
+                if not stat.S_ISREG(before.st_mode):
+                    return None
+                digest = self.writer.put_file(fd, before.st_size)
+                after = os.fstat(fd)
+            finally:
+                os.close(fd)
+            self.report.files_read += 1
+            self.report.bytes_read += before.st_size
+            perm = stat.S_IMODE(before.st_mode)
+            if (before.st_size, before.st_mtime_ns, before.st_ctime_ns) == (
+                after.st_size,
+                after.st_mtime_ns,
+                after.st_ctime_ns,
+            ):
+                return self._file_key(before, perm, digest)
+            st = after
+        self.report.warnings.append(f"{rel}: kept changing while being read; recorded, not cached")
+        return (_FILE, perm, after.st_size, SMUDGED, 0, 0, digest, 0)
+
+    def _file_key(self, st: os.stat_result, perm: int, digest: Digest) -> EntryKey:
+        mtime = st.st_mtime_ns
+        if mtime >= self.trust_before_ns or st.st_ctime_ns >= self.trust_before_ns:
+            mtime = SMUDGED  # racy: hash again next time
+        return (_FILE, perm, st.st_size, mtime, st.st_ctime_ns, st.st_ino, digest, 0)
+
+    def _symlink(self, path: str, rel: str, st: os.stat_result, perm: int) -> EntryKey | None:
+        try:
+            target = os.readlink(os.fsencode(path))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self.report.warnings.append(f"{rel}: {exc.strerror}; skipped")
+            return None
+        digest = blob_digest(target)
+        if not self.writer.has(digest):
+            self.writer.put_blob(target)
+        return (_SYMLINK, perm, len(target), 0, 0, 0, digest, 0)
+
+    def _unrecorded(self, rel: str, perm: int, size: int, why: Unrecorded) -> EntryKey:
+        self.report.unrecorded.append((rel, why))
+        return (_UNRECORDED, perm, size, 0, 0, 0, None, int(why))
+
+    def _tick(self) -> None:
+        self._seen += 1
+        if self.progress is not None and self._seen % 2048 == 0:
+            self.progress(self._seen)
+
+
+def entry_from_key(name: bytes, key: EntryKey) -> TreeEntry:
+    kind = Kind(key[0])
+    if kind is Kind.UNRECORDED:
+        return TreeEntry(name, kind, key[1], key[2], None, Unrecorded(key[7]))
+    assert key[6] is not None
+    return TreeEntry(name, kind, key[1], key[2], Digest(key[6]))
+
+
+def touch_marker(marker: Path) -> int:
+    """Write the marker file and return its mtime: the scan's own time stamp.
+
+    The file system's clock, not ``time.time()``: it is the clock file mtimes
+    are compared against.
+    """
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    with open(marker, "wb") as handle:
+        handle.write(str(time.time_ns()).encode())
+    return os.stat(marker).st_mtime_ns

@@ -1,0 +1,165 @@
+"""Trees: the listing of one directory, in a canonical binary encoding.
+
+An encoded tree is ``b"T1"`` followed by its entries in strictly increasing
+order of their name bytes; each entry is::
+
+    uvarint(len(name)) name  kind:u8  uvarint(mode)  uvarint(size)  payload
+
+where the payload is the 32-byte digest (files, symlinks, directories) or one
+reason byte (unrecorded entries). One tree has exactly one encoding, so equal
+directories get equal digests and unchanged subtrees are shared between
+snapshots.
+
+Names are validated on decode as well as encode: a stored tree naming ``..``,
+``.``, an empty name, or a name holding ``/`` or NUL is corrupt, and restore
+refuses it before writing anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from .digest import DIGEST_SIZE, Digest, tree_digest
+from .errors import EarshotError
+from .varint import Truncated, decode_uvarint, encode_uvarint
+
+MAGIC = b"T1"
+
+
+class Kind(IntEnum):
+    """What a tree entry is."""
+
+    FILE = 1
+    SYMLINK = 2
+    DIR = 3
+    #: Present on disk but its content was not stored (too large, unreadable).
+    #: Restore never writes, overwrites or deletes such a path.
+    UNRECORDED = 4
+
+
+class Unrecorded(IntEnum):
+    """Why an entry's content was not stored."""
+
+    TOO_LARGE = 1
+    UNREADABLE = 2
+    SPECIAL = 3
+
+
+class CorruptTree(EarshotError):
+    """A stored tree that cannot be decoded or names a path restore must refuse."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"corrupt tree: {why}")
+        self.why = why
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEntry:
+    """One name in a directory.
+
+    ``digest`` is the blob (file content or link target) or subtree digest;
+    ``None`` only for unrecorded entries, whose ``reason`` says why.
+    ``mode`` holds the permission bits (``st_mode & 0o7777``).
+    """
+
+    name: bytes
+    kind: Kind
+    mode: int
+    size: int
+    digest: Digest | None
+    reason: Unrecorded | None = None
+
+
+def check_name(name: bytes) -> None:
+    """Refuse a name that could escape its directory or is not a single component."""
+    if not name:
+        raise CorruptTree("empty name")
+    if name in (b".", b".."):
+        raise CorruptTree(f"entry named {name.decode()!r}")
+    if b"/" in name:
+        raise CorruptTree(f"name with a slash: {name!r}")
+    if b"\0" in name:
+        raise CorruptTree(f"name with a NUL byte: {name!r}")
+
+
+def encode_tree(entries: Iterable[TreeEntry]) -> bytes:
+    """The canonical encoding of a directory listing (any input order)."""
+    out = [MAGIC]
+    previous: bytes | None = None
+    for entry in sorted(entries, key=lambda e: e.name):
+        check_name(entry.name)
+        if entry.name == previous:
+            raise CorruptTree(f"duplicate name {entry.name!r}")
+        previous = entry.name
+        out.append(encode_uvarint(len(entry.name)))
+        out.append(entry.name)
+        out.append(bytes((entry.kind,)))
+        out.append(encode_uvarint(entry.mode))
+        out.append(encode_uvarint(entry.size))
+        if entry.kind is Kind.UNRECORDED:
+            if entry.reason is None or entry.digest is not None:
+                raise CorruptTree(f"unrecorded entry {entry.name!r} needs a reason, no digest")
+            out.append(bytes((entry.reason,)))
+        else:
+            if entry.digest is None or len(entry.digest) != DIGEST_SIZE:
+                raise CorruptTree(f"entry {entry.name!r} without a digest")
+            out.append(entry.digest)
+    return b"".join(out)
+
+
+def decode_tree(data: bytes | memoryview) -> list[TreeEntry]:
+    """Decode and validate an encoded tree; raise CorruptTree on any defect."""
+    data = bytes(data)
+    if data[:2] != MAGIC:
+        raise CorruptTree("bad magic")
+    pos = 2
+    entries: list[TreeEntry] = []
+    previous: bytes | None = None
+    try:
+        while pos < len(data):
+            length, pos = decode_uvarint(data, pos)
+            name = data[pos : pos + length]
+            if len(name) != length:
+                raise CorruptTree("truncated name")
+            pos += length
+            check_name(name)
+            if previous is not None and name <= previous:
+                raise CorruptTree("entries out of order or duplicated")
+            previous = name
+            if pos >= len(data):
+                raise CorruptTree("truncated entry")
+            try:
+                kind = Kind(data[pos])
+            except ValueError:
+                raise CorruptTree(f"unknown kind {data[pos]}") from None
+            pos += 1
+            mode, pos = decode_uvarint(data, pos)
+            size, pos = decode_uvarint(data, pos)
+            if mode > 0o7777:
+                raise CorruptTree(f"mode {mode:o} of {name!r}")
+            if kind is Kind.UNRECORDED:
+                if pos >= len(data):
+                    raise CorruptTree("truncated entry")
+                try:
+                    reason = Unrecorded(data[pos])
+                except ValueError:
+                    raise CorruptTree(f"unknown reason {data[pos]}") from None
+                pos += 1
+                entries.append(TreeEntry(name, kind, mode, size, None, reason))
+            else:
+                digest = data[pos : pos + DIGEST_SIZE]
+                if len(digest) != DIGEST_SIZE:
+                    raise CorruptTree("truncated digest")
+                pos += DIGEST_SIZE
+                entries.append(TreeEntry(name, kind, mode, size, Digest(digest)))
+    except Truncated as exc:
+        raise CorruptTree(str(exc)) from None
+    return entries
+
+
+def hash_tree(entries: Sequence[TreeEntry]) -> tuple[Digest, bytes]:
+    """Encode a listing and return (digest, encoding)."""
+    encoded = encode_tree(entries)
+    return tree_digest(encoded), encoded
