@@ -57,6 +57,10 @@ class Backend(Protocol):
 
     def compact(self) -> None: ...
 
+    def exclusive(self, what: str) -> AbstractContextManager[None]:
+        """Hold the store alone (gc, compact): fails if another process has it open."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -131,6 +135,10 @@ class MemoryBackend:
 
     def compact(self) -> None:
         return None
+
+    @contextmanager
+    def exclusive(self, what: str) -> Iterator[None]:
+        yield
 
     def close(self) -> None:
         return None

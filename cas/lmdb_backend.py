@@ -150,13 +150,21 @@ class LmdbBackend:
                 pass
         return total
 
-    def compact(self) -> None:
-        """Rewrite the file to its live size (LMDB files never shrink)."""
+    @contextmanager
+    def exclusive(self, what: str) -> Iterator[None]:
+        """Hold the store alone: every other process keeps a shared lock while open."""
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise StoreBusy(self.path, "compacting") from None
+            raise StoreBusy(self.path, what) from None
         try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+
+    def compact(self) -> None:
+        """Rewrite the file to its live size (LMDB files never shrink)."""
+        with self.exclusive("compacting"):
             tmp = self.path / "compact.tmp"
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
@@ -169,8 +177,6 @@ class LmdbBackend:
             os.replace(tmp / "data.mdb", self.path / "data.mdb")
             shutil.rmtree(tmp, ignore_errors=True)
             self._open_env()
-        finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
 
     def close(self) -> None:
         if getattr(self, "_env", None) is not None:

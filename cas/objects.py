@@ -247,6 +247,14 @@ class ObjectWriter(ObjectReader):
         if len(self._pack) >= PACK_TARGET:
             self._seal_pack()
 
+    def append_stored(self, digest: Digest, old: Location, stored: bytes) -> None:
+        """Move an object's stored bytes (as they are) into the open pack (gc)."""
+        loc = Location(old.type, old.codec, self._pack_id, len(self._pack), old.stored, old.raw)
+        self._pack += stored
+        self._pending[digest] = loc
+        if len(self._pack) >= PACK_TARGET:
+            self._seal_pack()
+
     def _seal_pack(self) -> None:
         if not self._pending:
             return

@@ -17,7 +17,10 @@ from pathlib import Path
 
 from .backend import CORE_TABLES
 from .digest import Digest, check_prefix, short, to_hex
+from .diff import Change, diff_trees
 from .errors import EarshotError
+from .fsck import FsckReport, check_store
+from .gc import GcReport, collect_garbage
 from .objects import ObjectStore, ObjectWriter
 from .paths import checkpoints_dir, data_home, real_root
 from .restore import (
@@ -31,6 +34,7 @@ from .restore import (
 )
 from .scan import ProgressFn, ScanOptions, ScanReport, Scanner
 from .snapshot import Snapshot
+from .stats import StoreStats, store_stats
 
 _HEAD = b"head"
 _JOURNAL = "restore.journal"
@@ -206,6 +210,42 @@ class Project:
     def read_snapshot(self, digest: Digest) -> Snapshot:
         with self.store.reader() as reader:
             return reader.read_snapshot(digest)
+
+    def forget(self, digests: list[Digest]) -> int:
+        """Unlist snapshots (their objects go at the next gc); return how many."""
+        wanted = set(digests)
+        with self.store.writer() as writer:
+            keys = [k for k, _ in writer.batch.items("snapshots") if k[8:] in wanted]
+            for key in keys:
+                writer.batch.delete("snapshots", key)
+            head = self.head(writer)
+            if head in wanted:
+                remaining = [k for k, _ in writer.batch.items("snapshots")]
+                if remaining:
+                    writer.batch.put("meta", _HEAD, remaining[-1][8:])
+                else:
+                    writer.batch.delete("meta", _HEAD)
+        return len(keys)
+
+    def gc(self, extra_roots: list[Digest] | None = None, compact: bool = False) -> GcReport:
+        """Collect everything no listed snapshot (or extra root) reaches."""
+        keep = [d for d, _ in self.snapshots()] + list(extra_roots or [])
+        return collect_garbage(self.store, keep, compact=compact)
+
+    def fsck(self, progress: ProgressFn | None = None) -> FsckReport:
+        return check_store(self.store, progress)
+
+    def stats(self) -> StoreStats:
+        return store_stats(self.store)
+
+    def diff(self, old: Digest, new: Digest | None = None) -> list[Change]:
+        """Changes from snapshot ``old`` to ``new`` (default: the root as it is now)."""
+        if new is None:
+            current = self.snapshot("for diff").snapshot.tree
+        else:
+            current = self.read_snapshot(new).tree
+        with self.store.reader() as reader:
+            return list(diff_trees(reader, reader.read_snapshot(old).tree, current))
 
     # -- restoring ----------------------------------------------------------
 

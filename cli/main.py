@@ -1,5 +1,73 @@
+"""The ``earshot`` command: a click group whose commands load on first use.
+
+Commands are imported only when invoked, so ``earshot --version`` and
+``--help`` never load LMDB, BLAKE3 or zstd.
+"""
+
+from __future__ import annotations
+
+import importlib
 import sys
 
+import click
+
+VERSION = "0.1.0"
+
+#: command name -> (module under earshot.cli, attribute, one-line help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "snapshot": ("cmd_snapshot", "snapshot", "Record the root as a snapshot."),
+    "snapshots": ("cmd_snapshot", "snapshots", "List the snapshots of the root, newest first."),
+    "diff": ("cmd_diff", "diff", "Show what changed between two snapshots, or since one."),
+    "restore": ("cmd_restore", "restore", "Bring the root back to a snapshot."),
+    "forget": ("cmd_maintenance", "forget", "Unlist snapshots so gc can drop them."),
+    "gc": ("cmd_maintenance", "gc", "Drop objects no snapshot needs; --compact shrinks the file."),
+    "fsck": ("cmd_maintenance", "fsck", "Verify every object and reference in the store."),
+    "stats": ("cmd_maintenance", "stats", "Objects, bytes stored, and disk cost per byte of content."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group that imports a command's module only when it runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        spec = COMMANDS.get(cmd_name)
+        if spec is None:
+            return None
+        module = importlib.import_module(f"earshot.cli.{spec[0]}")
+        command: click.Command = getattr(module, spec[1])
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Short help from the table, so listing commands imports none of them.
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(VERSION, prog_name="earshot")
+def cli() -> None:
+    """Checkpoints and undo for AI coding agents.
+
+    earshot records a working tree (the root, default: the current directory)
+    into its own content-addressed store, never touching your git repository.
+    Options go after the command: `earshot snapshot --json`.
+
+    \b
+    Exit codes: 0 done; 1 error; 2 usage; 3 done, but some paths were
+    skipped or in conflict (listed).
+    Data lives in $EARSHOT_HOME, else $XDG_DATA_HOME/earshot,
+    else ~/.local/share/earshot.
+    """
+
+
 def main() -> None:
-    print("earshot")
-    sys.exit(0)
+    """Console-script entry point."""
+    try:
+        cli.main(prog_name="earshot", standalone_mode=True)
+    except KeyboardInterrupt:
+        click.echo("earshot: interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,58 @@
+"""``earshot forget``, ``gc``, ``fsck`` and ``stats``: keeping the store small and sound."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from earshot.cas.project import Project
+
+from . import render
+from .common import EXIT_ERROR, Progress, project_command
+
+
+@click.command()
+@click.argument("snapshot_ids", metavar="SNAPSHOT...", nargs=-1, required=True)
+@project_command
+def forget(project: Project, as_json: bool, snapshot_ids: tuple[str, ...]) -> None:
+    """Unlist snapshots; their data goes at the next 'earshot gc'."""
+    digests = [project.resolve(s) for s in snapshot_ids]
+    count = project.forget(digests)
+    render.emit({"forgotten": [d.hex() for d in digests]}, f"forgot {count} snapshots", as_json)
+
+
+@click.command()
+@click.option("--compact", is_flag=True, help="Also rewrite the store file to its live size.")
+@project_command
+def gc(project: Project, as_json: bool, compact: bool) -> None:
+    """Drop every object no listed snapshot reaches, and repack what is left.
+
+    Needs the store to itself: fails if another earshot process has it open.
+    """
+    doc, text = render.gc_report(project.gc(compact=compact))
+    render.emit(doc, text, as_json)
+
+
+@click.command()
+@project_command
+def fsck(project: Project, as_json: bool) -> None:
+    """Read every object, verify it against its digest, and check every reference.
+
+    Exits 1 and lists the problems when anything is broken.
+    """
+    progress = Progress("checking", enabled=True)
+    report = project.fsck(progress)
+    progress.done()
+    doc, text = render.fsck_report(report)
+    render.emit(doc, text, as_json)
+    if not report.ok:
+        sys.exit(EXIT_ERROR)
+
+
+@click.command()
+@project_command
+def stats(project: Project, as_json: bool) -> None:
+    """Objects, bytes of content, bytes stored and on disk, dedup and compression."""
+    doc, text = render.stats_report(project.stats())
+    render.emit(doc, text, as_json)

@@ -1,0 +1,41 @@
+"""``earshot restore``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from earshot.cas.project import Project
+from earshot.cas.restore import delete_everything, keep_everything
+
+from . import render
+from .common import EXIT_SKIPPED, Progress, project_command
+
+
+@click.command()
+@click.argument("snapshot_id", metavar="SNAPSHOT")
+@click.option("--dry-run", is_flag=True, help="Show what would be written, deleted and skipped.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Mirror the snapshot exactly: also delete files it does not have.",
+)
+@project_command
+def restore(project: Project, as_json: bool, snapshot_id: str, dry_run: bool, force: bool) -> None:
+    """Bring the root back to SNAPSHOT (full id or a unique prefix, 8+ hex digits).
+
+    The current state is recorded first, so a restore can itself be undone.
+    Without --force, files the snapshot lacks are kept and reported, never
+    deleted. Ignored files, .git and files too large to record are never touched.
+    Exits 3 when some paths were skipped.
+    """
+    target = project.resolve(snapshot_id)
+    progress = Progress("scanning", enabled=True)
+    rule = delete_everything if force else keep_everything
+    res = project.restore(target, may_delete=rule, dry_run=dry_run, progress=progress)
+    progress.done()
+    doc, text = render.restored(res, target, dry_run)
+    render.emit(doc, text, as_json)
+    if doc["skipped"]:
+        sys.exit(EXIT_SKIPPED)

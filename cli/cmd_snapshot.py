@@ -1,0 +1,37 @@
+"""``earshot snapshot`` and ``earshot snapshots``."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from earshot.cas.project import Project
+
+from . import render
+from .common import Progress, project_command
+
+
+@click.command()
+@click.option("-m", "--message", default="", help="A note stored with the snapshot.")
+@project_command
+def snapshot(project: Project, as_json: bool, message: str) -> None:
+    """Record the root as a snapshot and print its id.
+
+    Unchanged files are not read again (stat cache). With no change since the
+    last snapshot, says so and reuses it.
+    """
+    progress = Progress("scanning", enabled=True)
+    start = time.perf_counter()
+    rec = project.snapshot(message, progress=progress)
+    progress.done()
+    doc, text = render.recorded(rec, time.perf_counter() - start)
+    render.emit(doc, text, as_json)
+
+
+@click.command()
+@project_command
+def snapshots(project: Project, as_json: bool) -> None:
+    """List the snapshots of the root, newest first."""
+    doc, text = render.snapshot_list(project.snapshots())
+    render.emit(doc, text, as_json)

@@ -1,0 +1,100 @@
+"""What every project command shares: options, opening the project, errors.
+
+``project_command`` adds ``--root``, ``--json`` and ``-v``, opens the root's
+project and hands it to the command (borg's ``with_repository``), and turns
+earshot's own errors into one line on stderr with exit code 1.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_ERROR = 1
+EXIT_SKIPPED = 3
+
+
+class Progress:
+    """A counter on stderr, shown only on a terminal and only after one second."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label = label
+        self.enabled = enabled and sys.stderr.isatty()
+        self.start = time.monotonic()
+        self.shown = False
+
+    def __call__(self, count: int) -> None:
+        if not self.enabled or time.monotonic() - self.start < 1.0:
+            return
+        self.shown = True
+        sys.stderr.write(f"\r{self.label}: {count:,}")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def configure_logging(verbose: int) -> None:
+    import logging
+
+    import structlog
+
+    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose == 1 else logging.WARNING
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> None:
+    click.echo(f"earshot: {message}", err=True)
+    sys.exit(code)
+
+
+def project_command(func: F) -> F:
+    """Add --root/--json/-v, open the project, pass it as ``project``."""
+
+    @click.option(
+        "--root",
+        type=click.Path(file_okay=False, path_type=str),
+        default=".",
+        show_default="the current directory",
+        help="The working tree to act on.",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+    @click.option("-v", "--verbose", count=True, help="Log to stderr (-vv for debug).")
+    @functools.wraps(func)
+    def wrapper(root: str, as_json: bool, verbose: int, **kwargs: Any) -> Any:
+        configure_logging(verbose)
+        from earshot.cas.errors import EarshotError
+        from earshot.cas.project import Project
+
+        try:
+            if not os.path.isdir(root):
+                fail(f"{root}: no such directory (give --root an existing directory)")
+            with Project(root) as project:
+                pending = project.interrupted()
+                if pending is not None and func.__name__ != "restore":
+                    click.echo(
+                        f"earshot: a restore to {pending.target[:12]} was interrupted; "
+                        f"run 'earshot restore {pending.target[:12]}' to finish it",
+                        err=True,
+                    )
+                return func(project=project, as_json=as_json, **kwargs)
+        except EarshotError as exc:
+            fail(str(exc))
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            fail(f"{where}{exc.strerror or exc}")
+
+    return wrapper  # type: ignore[return-value]
