@@ -64,7 +64,9 @@ def _check_references(
             continue
         seen.add(digest)
         if types.get(digest) is not ObjectType.TREE:
-            report.problems.append(f"snapshot {short(snap)}: tree {short(digest)} at {path} missing")
+            report.problems.append(
+                f"snapshot {short(snap)}: tree {short(digest)} at {path} missing"
+            )
             continue
         try:
             entries = reader.read_tree(digest)
@@ -78,13 +80,19 @@ def _check_references(
             if entry.kind is Kind.DIR:
                 stack.append((entry.digest, name + "/"))
             elif entry.digest not in types:
-                report.problems.append(f"snapshot {short(snap)}: {name}: content {short(entry.digest)} missing")
+                report.problems.append(
+                    f"snapshot {short(snap)}: {name}: content {short(entry.digest)} missing"
+                )
             elif types[entry.digest] is ObjectType.CHUNKED:
                 _check_chunks(reader, entry.digest, types, name, report)
 
 
 def _check_chunks(
-    reader: ObjectReader, digest: Digest, types: dict[bytes, ObjectType], name: str, report: FsckReport
+    reader: ObjectReader,
+    digest: Digest,
+    types: dict[bytes, ObjectType],
+    name: str,
+    report: FsckReport,
 ) -> None:
     try:
         chunks = decode_chunks(reader.read_raw(digest)[1])

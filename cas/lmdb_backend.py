@@ -14,7 +14,7 @@ import fcntl
 import os
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,9 @@ class StoreBusy(EarshotError):
     """An operation needs the store to itself and another process has it open."""
 
     def __init__(self, path: Path, what: str) -> None:
-        super().__init__(f"{what} needs the store to itself; another earshot process has {path} open")
+        super().__init__(
+            f"{what} needs the store to itself; another earshot process has {path} open"
+        )
 
 
 class LmdbBackend:
@@ -72,7 +74,7 @@ class LmdbBackend:
                 max_readers=256,
             )
             self._env.reader_check()  # clear readers left by killed processes
-            self._dbs: dict[str, Any] = {}
+            self._dbs: dict[str, Any] = {}  # handle per table
             with self._env.begin(write=True) as txn:
                 for name in self._table_names:
                     self._dbs[name] = self._env.open_db(name.encode(), txn=txn)
@@ -86,12 +88,17 @@ class LmdbBackend:
             raise KeyError(f"no table {table!r}") from None
 
     def _begin(self, write: bool) -> Any:
-        try:
-            return self._env.begin(write=write, buffers=not write)
-        except lmdb.MapResizedError:
-            # Another process grew the map: adopt its size and go on.
-            self._env.set_mapsize(0)
-            return self._env.begin(write=write, buffers=not write)
+        for attempt in (1, 2):
+            try:
+                if write:
+                    return self._env.begin(write=True)
+                return self._env.begin(buffers=True)
+            except lmdb.MapResizedError:
+                if attempt == 2:
+                    raise
+                # Another process grew the map: adopt its size and go on.
+                self._env.set_mapsize(0)
+        raise AssertionError("unreachable")
 
     @contextmanager
     def read(self) -> Iterator[ReadView]:
@@ -144,10 +151,8 @@ class LmdbBackend:
     def disk_bytes(self) -> int:
         total = 0
         for name in ("data.mdb", "lock.mdb"):
-            try:
+            with suppress(FileNotFoundError):
                 total += (self.path / name).stat().st_blocks * 512
-            except FileNotFoundError:
-                pass
         return total
 
     @contextmanager
@@ -179,9 +184,10 @@ class LmdbBackend:
             self._open_env()
 
     def close(self) -> None:
-        if getattr(self, "_env", None) is not None:
-            self._env.close()
-            self._env = None
+        env: Any = getattr(self, "_env", None)
+        if env is not None:
+            env.close()
+            del self._env
         if getattr(self, "_lock_fd", -1) >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1

@@ -141,10 +141,14 @@ class ObjectReader:
         loc = self.locate(digest)
         if loc is None:
             raise MissingObject(digest)
-        if expect is not None and loc.type is not expect and not (
-            expect is ObjectType.BLOB and loc.type is ObjectType.CHUNKED
+        if (
+            expect is not None
+            and loc.type is not expect
+            and not (expect is ObjectType.BLOB and loc.type is ObjectType.CHUNKED)
         ):
-            raise CorruptObject(digest, f"is a {loc.type.name.lower()}, not a {expect.name.lower()}")
+            raise CorruptObject(
+                digest, f"is a {loc.type.name.lower()}, not a {expect.name.lower()}"
+            )
         data = self.view.get_slice("packs", pack_key(loc.pack), loc.offset, loc.stored)
         if data is None or len(data) != loc.stored:
             raise CorruptObject(digest, f"its pack {loc.pack:016x} is missing or short")
@@ -299,8 +303,8 @@ class ObjectWriter(ObjectReader):
             return self.put_blob(b"")
         if size <= CHUNK_THRESHOLD:
             return self.put_blob(read_exact(fd, size))
-        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped:
-            return self.put_large(mapped)
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+            return self.put_large(view)
 
     def put_tree(self, entries: list[TreeEntry]) -> Digest:
         digest, encoded = hash_tree(entries)

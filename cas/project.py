@@ -11,18 +11,19 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .backend import CORE_TABLES
-from .digest import Digest, check_prefix, short, to_hex
 from .diff import Change, diff_trees
+from .digest import Digest, check_prefix, short, to_hex
 from .errors import EarshotError
 from .fsck import FsckReport, check_store
 from .gc import GcReport, collect_garbage
 from .objects import ObjectStore, ObjectWriter
 from .paths import checkpoints_dir, data_home, real_root
+from .restage import relative_path, restage_paths
 from .restore import (
     Applier,
     DeleteRule,
@@ -32,7 +33,7 @@ from .restore import (
     plan_restore,
     remove_temp_files,
 )
-from .scan import ProgressFn, ScanOptions, ScanReport, Scanner
+from .scan import ProgressFn, Scanner, ScanOptions, ScanReport, touch_marker
 from .snapshot import Snapshot
 from .stats import StoreStats, store_stats
 
@@ -132,7 +133,9 @@ class Project:
 
     # -- recording --------------------------------------------------------
 
-    def scan(self, writer: ObjectWriter, progress: ProgressFn | None = None) -> tuple[Digest, ScanReport]:
+    def scan(
+        self, writer: ObjectWriter, progress: ProgressFn | None = None
+    ) -> tuple[Digest, ScanReport]:
         """Record the whole root into ``writer``; return its tree and the report."""
         scanner = Scanner(self.root, writer, self.options, progress)
         tree = scanner.scan_root(self.store_dir / "scan.marker")
@@ -175,6 +178,27 @@ class Project:
         writer.batch.put("snapshots", snapshot_key(digest, snap.time_ns), b"")
         writer.batch.put("meta", _HEAD, digest)
         return Recorded(digest, snap, report, reused=False)
+
+    def restage(self, paths: Iterable[str], note: str = "", session: str | None = None) -> Recorded:
+        """Record only the named paths on top of the head snapshot (a scoped restage).
+
+        Without a head snapshot there is nothing to build on: a full restage.
+        """
+        rels = [relative_path(str(self.root), p) for p in paths]
+        with self.store.writer() as writer:
+            head = self.head(writer)
+            if head is None:
+                tree, report = self.scan(writer)
+            else:
+                base = writer.read_snapshot(head)
+                scanner = Scanner(self.root, writer, self.options)
+                scanner.trust_before_ns = touch_marker(self.store_dir / "scan.marker")
+                scanner.trust_before_ns -= self.options.racy_margin_ns
+                tree, gone_files, gone_bytes = restage_paths(scanner, base.tree, rels)
+                report = scanner.report
+                report.files += base.files - gone_files
+                report.content_bytes += base.content_bytes - gone_bytes
+            return self.commit_tree(writer, tree, report, note, session)
 
     # -- listing and naming -------------------------------------------------
 

@@ -17,11 +17,14 @@ written through, and no file is ever left half-written.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+import blake3
 
 from .digest import Digest, blob_digest
 from .errors import EarshotError
@@ -30,6 +33,8 @@ from .scan import TEMP_PREFIX
 from .tree import Kind, TreeEntry
 
 DeleteRule = Callable[[str, TreeEntry], bool]
+
+_UNRECORDED = "too large, unreadable or special"
 
 
 def keep_everything(path: str, entry: TreeEntry) -> bool:
@@ -92,7 +97,9 @@ class _Planner:
     def extra(self, path: str, cur: TreeEntry) -> bool:
         """A path on disk the target lacks: delete it only if the rule allows."""
         if cur.kind is Kind.UNRECORDED:
-            self.plan.skipped.append((path, "not recorded (too large, unreadable or special); kept"))
+            self.plan.skipped.append(
+                (path, "not recorded (too large, unreadable or special); kept")
+            )
             return False
         if cur.kind is Kind.DIR:
             if self.tree(path + "/", cur.digest, None):
@@ -114,7 +121,9 @@ class _Planner:
                 plan.skipped.append((path, "its content was not recorded; cannot restore it"))
             return True
         if cur is not None and cur.kind is Kind.UNRECORDED:
-            plan.skipped.append((path, "not recorded on disk (too large or unreadable); left alone"))
+            plan.skipped.append(
+                (path, "not recorded on disk (too large or unreadable); left alone")
+            )
             return True
         if tgt.kind is Kind.DIR:
             if cur is None or cur.kind is not Kind.DIR:
@@ -158,6 +167,7 @@ def plan_restore(
 # -- applying -----------------------------------------------------------------
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class DirHandles:
@@ -225,12 +235,12 @@ def _disk_digest(handles: DirHandles, rel: str, kind: Kind) -> Digest | None:
     try:
         if kind is Kind.SYMLINK:
             return blob_digest(os.readlink(name, dir_fd=fd))
-        file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+        file_fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd
+        )
     except OSError:
         return None
     try:
-        import blake3
-
         hasher = blake3.blake3()
         while piece := os.read(file_fd, 1 << 20):
             hasher.update(piece)
@@ -341,10 +351,8 @@ class Applier:
                 self._write_file(fd, temp, entry)
             os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(temp, dir_fd=fd)
-            except OSError:
-                pass
             raise
         self.result.written.append(path)
 
@@ -367,7 +375,7 @@ class Applier:
         st = os.lstat(name, dir_fd=fd)
         if stat.S_ISLNK(st.st_mode):
             return  # link modes are not settable on Linux, nor meaningful
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        flags = _READ_FLAGS
         if stat.S_ISDIR(st.st_mode):
             flags |= os.O_DIRECTORY
         try:

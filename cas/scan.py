@@ -39,7 +39,9 @@ _RETRIES = 3
 ProgressFn = Callable[[int], None]
 
 # Plain ints in cache keys: marshal stores no enum members.
-_FILE, _SYMLINK, _DIR, _UNRECORDED = (int(k) for k in (Kind.FILE, Kind.SYMLINK, Kind.DIR, Kind.UNRECORDED))
+_FILE, _SYMLINK, _DIR, _UNRECORDED = (
+    int(k) for k in (Kind.FILE, Kind.SYMLINK, Kind.DIR, Kind.UNRECORDED)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +105,9 @@ class Scanner:
 
     # -- one directory ------------------------------------------------------
 
-    def scan_dir(self, path: str, rel: str, parent_rules: IgnoreRules, is_root: bool = False) -> Digest:
+    def scan_dir(
+        self, path: str, rel: str, parent_rules: IgnoreRules, is_root: bool = False
+    ) -> Digest:
         """Record the directory at ``path`` (``rel`` from the root) and below."""
         with os.scandir(path) as listing:
             dirents = list(listing)
@@ -154,7 +158,9 @@ class Scanner:
         if stat.S_ISLNK(mode):
             return self._symlink(path, rel, st, perm)
         if not stat.S_ISREG(mode):
-            self.report.warnings.append(f"{rel}: special file (socket, fifo or device), not recorded")
+            self.report.warnings.append(
+                f"{rel}: special file (socket, fifo or device), not recorded"
+            )
             return self._unrecorded(rel, perm, 0, Unrecorded.SPECIAL)
         self.report.files += 1
         self.report.content_bytes += st.st_size
@@ -179,7 +185,9 @@ class Scanner:
             except FileNotFoundError:
                 return None
             except PermissionError:
-                return self._unrecorded(rel, stat.S_IMODE(st.st_mode), st.st_size, Unrecorded.UNREADABLE)
+                return self._unrecorded(
+                    rel, stat.S_IMODE(st.st_mode), st.st_size, Unrecorded.UNREADABLE
+                )
             except OSError as exc:  # ELOOP: it became a symlink; treat as changed
                 self.report.warnings.append(f"{rel}: {exc.strerror}; skipped")
                 return None

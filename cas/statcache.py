@@ -59,9 +59,7 @@ def load_record(view: ReadView, rel: str) -> DirRecord | None:
 
 
 def store_record(batch: WriteBatch, record: DirRecord) -> None:
-    value = marshal.dumps(
-        (_VERSION, record.rel, record.fingerprint, record.tree, record.entries)
-    )
+    value = marshal.dumps((_VERSION, record.rel, record.fingerprint, record.tree, record.entries))
     batch.put(TABLE, record_key(record.rel), value)
 
 

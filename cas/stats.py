@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from .digest import Digest
 from .objects import Location, ObjectStore, ObjectType
 
+
 @dataclass(frozen=True, slots=True)
 class StoreStats:
     """Counts and sizes; ``content_bytes`` counts each distinct content once."""
@@ -35,6 +36,7 @@ class StoreStats:
     @property
     def dedup_ratio(self) -> float:
         return self.logical_bytes / self.content_bytes if self.content_bytes else 0.0
+
 
 def store_stats(store: ObjectStore) -> StoreStats:
     counts = {t.name.lower(): 0 for t in ObjectType}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 
 import click
-
 from earshot.cas.diff import Change, ChangeKind
 from earshot.cas.objects import ObjectReader
 from earshot.cas.project import Project
@@ -23,7 +22,7 @@ def _text(reader: ObjectReader, entry: TreeEntry | None) -> list[str] | None:
         return []
     if entry.kind is not Kind.FILE or entry.digest is None or entry.size > _MAX_TEXT:
         return None
-    data = reader.read_blob(entry.digest)
+    data: bytes = reader.read_blob(entry.digest)
     if b"\0" in data[:8192]:
         return None
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 
 import click
-
 from earshot.cas.project import Project
 
 from . import render

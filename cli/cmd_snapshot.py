@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import click
-
 from earshot.cas.project import Project
 
 from . import render
@@ -13,17 +12,20 @@ from .common import Progress, project_command
 
 
 @click.command()
+@click.argument("paths", metavar="[PATH]...", nargs=-1)
 @click.option("-m", "--message", default="", help="A note stored with the snapshot.")
 @project_command
-def snapshot(project: Project, as_json: bool, message: str) -> None:
+def snapshot(project: Project, as_json: bool, message: str, paths: tuple[str, ...]) -> None:
     """Record the root as a snapshot and print its id.
 
     Unchanged files are not read again (stat cache). With no change since the
-    last snapshot, says so and reuses it.
+    last snapshot, says so and reuses it. Given PATHs (relative to the root),
+    only those are re-read, on top of the last snapshot: a scoped restage that
+    does not walk the tree.
     """
     progress = Progress("scanning", enabled=True)
     start = time.perf_counter()
-    rec = project.snapshot(message, progress=progress)
+    rec = project.restage(paths, message) if paths else project.snapshot(message, progress=progress)
     progress.done()
     doc, text = render.recorded(rec, time.perf_counter() - start)
     render.emit(doc, text, as_json)

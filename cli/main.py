@@ -22,7 +22,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "forget": ("cmd_maintenance", "forget", "Unlist snapshots so gc can drop them."),
     "gc": ("cmd_maintenance", "gc", "Drop objects no snapshot needs; --compact shrinks the file."),
     "fsck": ("cmd_maintenance", "fsck", "Verify every object and reference in the store."),
-    "stats": ("cmd_maintenance", "stats", "Objects, bytes stored, and disk cost per byte of content."),
+    "stats": (
+        "cmd_maintenance",
+        "stats",
+        "Objects, bytes stored, disk cost per byte.",
+    ),
 }
 
 

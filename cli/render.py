@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 import click
-
 from earshot.cas.diff import Change
 from earshot.cas.digest import Digest, short, to_hex
 from earshot.cas.fsck import FsckReport
@@ -75,7 +74,8 @@ def recorded(rec: Recorded, seconds: float) -> tuple[dict[str, Any], str]:
         lines.append(
             f"snapshot {to_hex(rec.digest)}\n"
             f"  {rec.snapshot.files:,} files, {human_bytes(rec.snapshot.content_bytes)}; "
-            f"read {rec.report.files_read:,} ({human_bytes(rec.report.bytes_read)}) in {seconds:.2f} s"
+            f"read {rec.report.files_read:,} ({human_bytes(rec.report.bytes_read)}) "
+            f"in {seconds:.2f} s"
         )
     for path, reason in rec.report.unrecorded:
         lines.append(f"  not recorded ({reason.name.lower().replace('_', ' ')}): {path}")
@@ -106,13 +106,20 @@ def entry_doc(entry: TreeEntry | None) -> dict[str, Any] | None:
 _MARK = {"added": "+", "deleted": "-", "modified": "~", "mode": "m", "type": "t"}
 
 
-def changes(items: list[Change], stat_only: bool, patches: dict[str, str]) -> tuple[dict[str, Any], str]:
+def changes(
+    items: list[Change], stat_only: bool, patches: dict[str, str]
+) -> tuple[dict[str, Any], str]:
     counts = {k: 0 for k in _MARK}
     for change in items:
         counts[change.kind.value] += 1
     doc = {
         "changes": [
-            {"path": c.path, "change": c.kind.value, "old": entry_doc(c.old), "new": entry_doc(c.new)}
+            {
+                "path": c.path,
+                "change": c.kind.value,
+                "old": entry_doc(c.old),
+                "new": entry_doc(c.new),
+            }
             for c in items
         ],
         "summary": counts,
@@ -161,7 +168,9 @@ def restored(res: Restored, target: Digest, dry_run: bool) -> tuple[dict[str, An
     if not (written or deleted or made or removed or modes or skipped):
         lines.append("  nothing to do: the root already matches")
     elif not dry_run:
-        lines.append(f"the state before is snapshot {short(res.before.digest)} (restore it to go back)")
+        lines.append(
+            f"the state before is snapshot {short(res.before.digest)} (restore it to go back)"
+        )
     return doc, "\n".join(lines)
 
 
@@ -214,7 +223,8 @@ def stats_report(stats: StoreStats) -> tuple[dict[str, Any], str]:
     text = (
         f"{stats.snapshots:,} snapshots; {objects}; {stats.packs:,} packs\n"
         f"content {human_bytes(stats.content_bytes)} (distinct), "
-        f"described by snapshots {human_bytes(stats.logical_bytes)} (dedup {stats.dedup_ratio:.2f}x)\n"
+        f"described by snapshots {human_bytes(stats.logical_bytes)} "
+        f"(dedup {stats.dedup_ratio:.2f}x)\n"
         f"stored {human_bytes(stats.stored_bytes)} (compression {stats.compression_ratio:.2f}x), "
         f"on disk {human_bytes(stats.disk_bytes)}: "
         f"{stats.disk_per_content_byte:.3f} bytes on disk per byte of content"
