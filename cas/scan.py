@@ -33,6 +33,7 @@ TEMP_PREFIX = ".earshot-tmp-"
 DEFAULT_MAX_FILE_SIZE = 64 << 20
 #: Entries modified this close to the scan start are not trusted next time.
 DEFAULT_RACY_MARGIN_NS = 2_000_000_000
+_S_IFREG = stat.S_IFREG
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _RETRIES = 3
 
@@ -115,23 +116,48 @@ class Scanner:
         rules = parent_rules if is_root else parent_rules.descend(rel, path, names)
         record = load_record(self.writer.view, rel) if self.use_cache else None
         old = record.entries if record is not None else {}
+        # With unchanged rules, a name the cache holds with the same kind is
+        # known not to be ignored: only new names pay for pattern matching.
+        same_rules = record is not None and record.fingerprint == rules.fingerprint
         new: dict[str, EntryKey] = {}
+        report = self.report
+        max_size = self.options.max_file_size
         for dirent in dirents:
             name = dirent.name
             if name == ".git" or name.startswith(TEMP_PREFIX):
                 continue
+            cached = old.get(name)
             try:
                 is_dir = dirent.is_dir(follow_symlinks=False)
-                if rules.is_ignored(join(rel, name), is_dir):
-                    continue
-                if is_dir and dirent.path == self.options.exclude_dir:
-                    continue
+                if not (same_rules and cached is not None and (cached[0] == _DIR) == is_dir):
+                    if rules.is_ignored(join(rel, name), is_dir):
+                        continue
+                    if is_dir and dirent.path == self.options.exclude_dir:
+                        continue
                 st = dirent.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # vanished mid-scan: it is simply not there
-            key = self._entry(dirent.path, join(rel, name), st, old.get(name), rules)
+            # The hot path, inlined: a regular file the stat cache vouches for.
+            if (
+                cached is not None
+                and cached[0] == _FILE
+                and cached[3] == st.st_mtime_ns
+                and cached[2] == st.st_size
+                and cached[4] == st.st_ctime_ns
+                and cached[5] == st.st_ino
+                and st.st_mode == _S_IFREG | cached[1]
+                and st.st_size <= max_size
+            ):
+                report.files += 1
+                report.content_bytes += st.st_size
+                new[name] = cached
+                continue
+            key = self._entry(dirent.path, join(rel, name), st, cached, rules)
             if key is not None:
                 new[name] = key
+        self._seen += len(dirents)
+        if self.progress is not None:
+            self.progress(self._seen)
         fingerprint = rules.fingerprint
         if record is not None and record.fingerprint == fingerprint and record.entries == new:
             return Digest(record.tree)
@@ -144,7 +170,6 @@ class Scanner:
     def _entry(
         self, path: str, rel: str, st: os.stat_result, cached: EntryKey | None, rules: IgnoreRules
     ) -> EntryKey | None:
-        self._tick()
         mode = st.st_mode
         perm = stat.S_IMODE(mode)
         if stat.S_ISDIR(mode):
@@ -234,11 +259,6 @@ class Scanner:
     def _unrecorded(self, rel: str, perm: int, size: int, why: Unrecorded) -> EntryKey:
         self.report.unrecorded.append((rel, why))
         return (_UNRECORDED, perm, size, 0, 0, 0, None, int(why))
-
-    def _tick(self) -> None:
-        self._seen += 1
-        if self.progress is not None and self._seen % 2048 == 0:
-            self.progress(self._seen)
 
 
 def entry_from_key(name: bytes, key: EntryKey) -> TreeEntry:
