@@ -36,8 +36,11 @@ from .restore import (
 from .scan import ProgressFn, Scanner, ScanOptions, ScanReport, touch_marker
 from .snapshot import Snapshot
 from .stats import StoreStats, store_stats
+from .tree import Kind, Unrecorded
 
 _HEAD = b"head"
+_HEAD_COUNTS = b"head-counts"
+_FULL_COST = b"full-restage-ns"
 _JOURNAL = "restore.journal"
 
 
@@ -90,6 +93,33 @@ class Interrupted:
 
     target: str
     started_ns: int
+
+
+def _encode_counts(tree: Digest, files: int, content_bytes: int) -> bytes:
+    return tree + files.to_bytes(8, "big") + content_bytes.to_bytes(8, "big")
+
+
+def _count_base(writer: ObjectWriter, base: Digest) -> tuple[int, int]:
+    """Files and bytes under ``base``: from the head's record when it is that tree.
+
+    A scoped restage must not walk the tree to keep its counts; the head's
+    counts are kept beside it, and any other base is counted from the store.
+    """
+    raw = writer.batch.get("meta", _HEAD_COUNTS)
+    if raw is not None and raw[:32] == base:
+        return int.from_bytes(raw[32:40], "big"), int.from_bytes(raw[40:48], "big")
+    files = size = 0
+    stack = [base]
+    while stack:
+        for entry in writer.read_tree(stack.pop()):
+            if entry.kind is Kind.DIR and entry.digest is not None:
+                stack.append(entry.digest)
+            elif entry.kind is Kind.FILE or (
+                entry.kind is Kind.UNRECORDED and entry.reason is not Unrecorded.SPECIAL
+            ):
+                files += 1
+                size += entry.size
+    return files, size
 
 
 def snapshot_key(snap_digest: Digest, time_ns: int) -> bytes:
@@ -145,9 +175,55 @@ class Project:
         self, note: str = "", session: str | None = None, progress: ProgressFn | None = None
     ) -> Recorded:
         """Record the root as a snapshot (a full restage), reusing the last if unchanged."""
+        return self.record(None, note=note, session=session, progress=progress)
+
+    def restage(self, paths: Iterable[str], note: str = "", session: str | None = None) -> Recorded:
+        """Record only the named paths on top of the head snapshot (a scoped restage)."""
+        return self.record(list(paths), note=note, session=session)
+
+    def record(
+        self,
+        paths: list[str] | None,
+        base: Digest | None = None,
+        note: str = "",
+        session: str | None = None,
+        listed: bool = True,
+        progress: ProgressFn | None = None,
+    ) -> Recorded:
+        """Record the root: all of it (``paths`` None), or the named paths on ``base``.
+
+        ``base`` is a tree (default: the head snapshot's). With no base at all
+        a scoped restage has nothing to build on and records everything.
+        ``listed`` snapshots appear in ``snapshots()``; the agent layer keeps
+        its own per batch. The duration of a full restage is kept in the
+        store: the snapshot policy budgets by it.
+        """
+        rels = None if paths is None else [relative_path(str(self.root), p) for p in paths]
         with self.store.writer() as writer:
-            tree, report = self.scan(writer, progress)
-            return self.commit_tree(writer, tree, report, note, session)
+            if base is None and rels is not None:
+                head = self.head(writer)
+                base = writer.read_snapshot(head).tree if head is not None else None
+            if rels is None or base is None:
+                start = time.perf_counter_ns()
+                tree, report = self.scan(writer, progress)
+                elapsed = time.perf_counter_ns() - start
+                writer.batch.put("meta", _FULL_COST, elapsed.to_bytes(8, "big"))
+            else:
+                scanner = Scanner(self.root, writer, self.options)
+                scanner.trust_before_ns = touch_marker(self.store_dir / "scan.marker")
+                scanner.trust_before_ns -= self.options.racy_margin_ns
+                base_snap_files = _count_base(writer, base)
+                tree, gone_files, gone_bytes = restage_paths(scanner, base, rels)
+                report = scanner.report
+                report.files += base_snap_files[0] - gone_files
+                report.content_bytes += base_snap_files[1] - gone_bytes
+            return self.commit_tree(writer, tree, report, note, session, listed)
+
+    def full_restage_cost_ns(self) -> int | None:
+        """How long the last full restage of this root took, if one was made."""
+        with self.store.backend.read() as view:
+            raw = view.get("meta", _FULL_COST)
+        return int.from_bytes(raw, "big") if raw else None
 
     def commit_tree(
         self,
@@ -156,12 +232,13 @@ class Project:
         report: ScanReport,
         note: str = "",
         session: str | None = None,
+        listed: bool = True,
     ) -> Recorded:
         """Make a recorded tree a snapshot, unless the head already has that tree."""
         head = self.head(writer)
         if head is not None:
             head_snap = writer.read_snapshot(head)
-            if head_snap.tree == tree:
+            if head_snap.tree == tree and (not listed or self._is_listed(writer, head, head_snap)):
                 return Recorded(head, head_snap, report, reused=True)
         snap = Snapshot(
             tree=tree,
@@ -175,30 +252,15 @@ class Project:
         )
         digest = writer.put_snapshot(snap)
         writer.finish()
-        writer.batch.put("snapshots", snapshot_key(digest, snap.time_ns), b"")
+        if listed:
+            writer.batch.put("snapshots", snapshot_key(digest, snap.time_ns), b"")
         writer.batch.put("meta", _HEAD, digest)
+        writer.batch.put("meta", _HEAD_COUNTS, _encode_counts(tree, snap.files, snap.content_bytes))
         return Recorded(digest, snap, report, reused=False)
 
-    def restage(self, paths: Iterable[str], note: str = "", session: str | None = None) -> Recorded:
-        """Record only the named paths on top of the head snapshot (a scoped restage).
-
-        Without a head snapshot there is nothing to build on: a full restage.
-        """
-        rels = [relative_path(str(self.root), p) for p in paths]
-        with self.store.writer() as writer:
-            head = self.head(writer)
-            if head is None:
-                tree, report = self.scan(writer)
-            else:
-                base = writer.read_snapshot(head)
-                scanner = Scanner(self.root, writer, self.options)
-                scanner.trust_before_ns = touch_marker(self.store_dir / "scan.marker")
-                scanner.trust_before_ns -= self.options.racy_margin_ns
-                tree, gone_files, gone_bytes = restage_paths(scanner, base.tree, rels)
-                report = scanner.report
-                report.files += base.files - gone_files
-                report.content_bytes += base.content_bytes - gone_bytes
-            return self.commit_tree(writer, tree, report, note, session)
+    @staticmethod
+    def _is_listed(writer: ObjectWriter, digest: Digest, snap: Snapshot) -> bool:
+        return writer.batch.get("snapshots", snapshot_key(digest, snap.time_ns)) is not None
 
     # -- listing and naming -------------------------------------------------
 

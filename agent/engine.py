@@ -1,0 +1,335 @@
+"""The engine: runs a batch of tool calls and records exactly what it changed.
+
+It follows the snapshot policy of DESIGN.md:
+
+- ``read_file``/``edit``: nothing.
+- ``write_file``: before, a scoped restage of the paths this session has
+  written plus the target; after, a ledger line for the target.
+- ``bash`` judged destructive: a full restage before and after.
+- other ``bash``: before, the watcher's paths if it is healthy, else nothing;
+  after, the watcher's paths, else a full restage when the last one was under
+  the budget, else the change is *folded* into the next snapshot.
+- the first mutating call of a process: a full restage, unless the tracker
+  vouches for a gap-free watch.
+
+Ledger lines are attributed to a call when the state before the call was
+exact (a full restage, or a tracker that saw everything); otherwise to
+"restage". Snapshots commit as they are taken; the batch record, which makes
+them part of the history, commits last, with the session record.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from earshot.cas.diff import diff_trees
+from earshot.cas.digest import Digest
+from earshot.cas.errors import EarshotError
+from earshot.cas.lookup import lookup
+from earshot.cas.project import Project, Recorded
+from earshot.cas.restage import relative_path
+
+from .calls import Bash, Call, CallResult, EditFile, ReadFile, WriteFile, describe, edit
+from .files import read_text_file, write_text_file
+from .records import (
+    BY_RESTAGE,
+    Batch,
+    BatchKind,
+    Change,
+    SessionRecord,
+    State,
+    get_session,
+    put_batch,
+    put_session,
+)
+from .tracker import ChangeTracker, NullTracker
+
+DEFAULT_BUDGET_NS = 200_000_000
+
+Classifier = Callable[[str, Callable[[str], bool]], bool]
+
+
+def default_classifier(command: str, exists: Callable[[str], bool]) -> bool:
+    from .destructive import classify  # the shell grammar loads only when a command runs
+
+    return classify(command, exists).destructive
+
+
+class UnknownSession(EarshotError):
+    def __init__(self, session: str) -> None:
+        super().__init__(f"no session {session!r} in this project (see 'earshot sessions')")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A recorded batch and what each call returned."""
+
+    batch: Batch
+    results: tuple[CallResult, ...]
+
+
+def shell_argv(command: str) -> list[str]:
+    """The user's shell, as a login shell would pick it; /bin/sh otherwise."""
+    shell = os.environ.get("SHELL") or "/bin/sh"
+    return [shell, "-c", command]
+
+
+class Engine:
+    """Runs one session's batches against one project."""
+
+    def __init__(
+        self,
+        project: Project,
+        session: str,
+        tracker: ChangeTracker | None = None,
+        budget_ns: int = DEFAULT_BUDGET_NS,
+        classifier: Classifier = default_classifier,
+        capture_output: bool = True,
+    ) -> None:
+        self.project = project
+        self.root = str(project.root)
+        with project.store.backend.read() as view:
+            record = get_session(view, session)
+        if record is None:
+            raise UnknownSession(session)
+        self.session = record
+        self.tracker = tracker or NullTracker()
+        self.budget_ns = budget_ns
+        self.classifier = classifier
+        self.capture = capture_output
+        #: The tree believed to be on disk, and whether that belief is exact.
+        self.tree: Digest | None = None
+        self.exact = False
+        self._token: object = None
+        self._first_done = False
+
+    # -- snapshots ------------------------------------------------------------
+
+    def _full(self, note: str) -> Recorded:
+        rec = self.project.record(None, note=note, session=self.session.id, listed=False)
+        self._settle(rec, exact=True)
+        return rec
+
+    def _scoped(self, paths: set[str], note: str) -> Recorded:
+        assert self.tree is not None
+        rec = self.project.record(
+            sorted(paths), base=self.tree, note=note, session=self.session.id, listed=False
+        )
+        self._settle(rec, exact=self.exact)
+        return rec
+
+    def _settle(self, rec: Recorded, exact: bool) -> None:
+        self.tree = rec.snapshot.tree
+        self.exact = exact
+        self._token = self.tracker.token()
+
+    def _before_call(self, call: Call, destructive: bool) -> Recorded | None:
+        """Bring the recorded state up to date as the policy asks before ``call``."""
+        seen = self.tracker.changed_since(self._token) if self._first_done else None
+        if not self._first_done or self.tree is None:
+            self._first_done = True
+            return self._full("before the first call of a process")
+        if destructive:
+            return self._full("before a destructive command")
+        if isinstance(call, WriteFile | EditFile):
+            paths = set(self.session.written) | {relative_path(self.root, call.path)}
+            if seen is not None:
+                paths |= seen
+            return self._scoped(paths, "before write_file")
+        if seen is not None:
+            return self._scoped(seen, "before bash") if seen else None
+        return None
+
+    def _state(self, tree: Digest | None, path: str) -> State | None:
+        if tree is None:
+            return None
+        with self.project.store.reader() as reader:
+            return State.of(lookup(reader, tree, path))
+
+    def _diff(self, old: Digest, new: Digest, by: int | str) -> list[Change]:
+        with self.project.store.reader() as reader:
+            return [
+                Change(c.path, State.of(c.old), State.of(c.new), by)
+                for c in diff_trees(reader, old, new)
+                if State.of(c.old) != State.of(c.new)
+            ]
+
+    # -- calls --------------------------------------------------------------
+
+    def _write(self, index: int, path: str, data: bytes, ledger: list[Change]) -> None:
+        rel = relative_path(self.root, path)
+        pre = self.tree
+        write_text_file(self.root, rel, data)
+        self._scoped({rel}, f"after write_file {rel}")
+        before, after = self._state(pre, rel), self._state(self.tree, rel)
+        if before != after:
+            ledger.append(Change(rel, before, after, index))
+        if rel not in self.session.written:
+            self.session = replace(self.session, written=(*self.session.written, rel))
+
+    def _bash(
+        self, index: int, command: str, destructive: bool, ledger: list[Change]
+    ) -> tuple[int, str | None, bool]:
+        pre, exact_pre = self.tree, self.exact
+        token = self.tracker.token()
+        proc = subprocess.run(
+            shell_argv(command),
+            cwd=self.root,
+            stdin=subprocess.DEVNULL,
+            capture_output=self.capture,
+            text=self.capture,
+            errors="replace" if self.capture else None,
+            check=False,
+        )
+        output = (proc.stdout or "") + (proc.stderr or "") if self.capture else None
+        seen = self.tracker.changed_since(token)
+        assert pre is not None
+        if seen is not None:
+            if seen:
+                self._scoped(seen, "after bash (watcher)")
+                ledger.extend(self._diff(pre, self.tree or pre, index if exact_pre else BY_RESTAGE))
+            return proc.returncode, output, False
+        cost = self.project.full_restage_cost_ns()
+        if destructive or (cost is not None and cost <= self.budget_ns):
+            self._full("after bash")
+            ledger.extend(self._diff(pre, self.tree or pre, index if exact_pre else BY_RESTAGE))
+            return proc.returncode, output, False
+        self.exact = False  # its changes go into the next snapshot, unattributed
+        return proc.returncode, output, True
+
+    def _exists(self, path: str) -> bool:
+        return os.path.lexists(os.path.join(self.root, path))
+
+    def run_batch(self, calls: Sequence[Call], labels: Sequence[str] | None = None) -> Outcome:
+        """Run the calls of one model turn and record them as one batch."""
+        ledger: list[Change] = []
+        results: list[CallResult] = []
+        before: Digest | None = None
+        folded = False
+        for index, call in enumerate(calls):
+            tool = describe(call)["tool"]
+            if isinstance(call, ReadFile):
+                try:
+                    text = read_text_file(self.root, call.path).decode("utf-8", "replace")
+                    results.append(CallResult(index, tool, True, output=text))
+                except (OSError, EarshotError) as exc:
+                    results.append(CallResult(index, tool, False, error=_reason(exc)))
+                continue
+            destructive = isinstance(call, Bash) and self.classifier(call.command, self._exists)
+            rec = self._before_call(call, destructive)
+            if before is None:
+                before = rec.digest if rec is not None else self._current_snapshot()
+            try:
+                if isinstance(call, WriteFile):
+                    self._write(index, call.path, call.content, ledger)
+                    results.append(CallResult(index, tool, True))
+                elif isinstance(call, EditFile):
+                    text = read_text_file(self.root, call.path).decode("utf-8", "surrogateescape")
+                    new = edit(text, call.old, call.new, call.all)
+                    self._write(index, call.path, new.encode("utf-8", "surrogateescape"), ledger)
+                    results.append(CallResult(index, tool, True))
+                else:
+                    code, output, was_folded = self._bash(index, call.command, destructive, ledger)
+                    folded |= was_folded
+                    results.append(CallResult(index, tool, True, output=output, exit_code=code))
+            except (OSError, EarshotError) as exc:
+                results.append(CallResult(index, tool, False, error=_reason(exc)))
+        after = self._current_snapshot() if before is not None else None
+        described = []
+        for index, call in enumerate(calls):
+            doc = describe(call)
+            if labels is not None:
+                doc["agent"] = labels[index]
+            described.append(doc)
+        batch = self._record(BatchKind.CALLS, tuple(described), before, after, ledger, folded)
+        return Outcome(batch, tuple(results))
+
+    def run_dispatch(self, children: Sequence[Sequence[Call]]) -> Outcome:
+        """Write-capable subagents: one snapshot before any child, one batch for all.
+
+        The children run one after another here; each child's writes are
+        ledgered call by call, and undo treats the whole dispatch as one unit.
+        """
+        calls: list[Call] = []
+        labels: list[str] = []
+        for number, child in enumerate(children, start=1):
+            calls.extend(child)
+            labels.extend(f"subagent {number}" for _ in child)
+        if not self._first_done or self.tree is None:
+            self._first_done = True
+        self._full("before a subagent dispatch")
+        return self.run_batch(calls, labels)
+
+    def _current_snapshot(self) -> Digest | None:
+        return self.project.head_snapshot()
+
+    def _record(
+        self,
+        kind: BatchKind,
+        calls: tuple[dict[str, object], ...],
+        before: Digest | None,
+        after: Digest | None,
+        ledger: list[Change],
+        folded: bool,
+        targets: tuple[int, ...] = (),
+    ) -> Batch:
+        return record_batch(self.project, self, kind, calls, before, after, ledger, folded, targets)
+
+
+def merge_ledger(lines: list[Change]) -> list[Change]:
+    """One line per path: the first line's before, the last line's after."""
+    merged: dict[str, Change] = {}
+    for line in lines:
+        prior = merged.get(line.path)
+        if prior is None:
+            merged[line.path] = line
+        else:
+            by = prior.by if prior.by == line.by else line.by
+            merged[line.path] = Change(line.path, prior.before, line.after, by)
+    return [c for c in merged.values() if c.before != c.after]
+
+
+def record_batch(
+    project: Project,
+    engine: Engine,
+    kind: BatchKind,
+    calls: tuple[dict[str, object], ...],
+    before: Digest | None,
+    after: Digest | None,
+    ledger: list[Change],
+    folded: bool,
+    targets: tuple[int, ...] = (),
+) -> Batch:
+    """Commit a batch with the session record, in one transaction."""
+    now = time.time_ns()
+    with project.store.backend.write() as txn:
+        current = get_session(txn, engine.session.id) or engine.session
+        seq = current.next_seq
+        batch = Batch(
+            session=engine.session.id,
+            seq=seq,
+            kind=kind,
+            time_ns=now,
+            calls=calls,
+            before=before,
+            after=after,
+            ledger=tuple(merge_ledger(ledger)),
+            folded=folded,
+            targets=targets,
+        )
+        put_batch(txn, batch)
+        written = tuple(dict.fromkeys((*current.written, *engine.session.written)))
+        engine.session = SessionRecord(current.id, current.created_ns, now, seq + 1, written)
+        put_session(txn, engine.session)
+    return batch
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        where = f"{os.fsdecode(exc.filename)}: " if exc.filename else ""
+        return f"{where}{exc.strerror or exc}"
+    return str(exc)

@@ -1,0 +1,30 @@
+"""Finding one path in a stored tree without walking the rest."""
+
+from __future__ import annotations
+
+from .digest import Digest
+from .objects import ObjectReader
+from .tree import Kind, TreeEntry
+
+
+def lookup(reader: ObjectReader, tree: Digest, path: str) -> TreeEntry | None:
+    """The entry at ``path`` (root-relative, ``/``-separated), or None."""
+    current: Digest | None = tree
+    entry: TreeEntry | None = None
+    for part in path.split("/"):
+        if current is None:
+            return None
+        name = part.encode("utf-8", "surrogateescape")
+        entry = next((e for e in reader.read_tree(current) if e.name == name), None)
+        if entry is None:
+            return None
+        current = entry.digest if entry.kind is Kind.DIR else None
+    return entry
+
+
+def is_dir(reader: ObjectReader, tree: Digest, path: str) -> bool:
+    """Whether ``path`` is a directory in the tree (the root always is)."""
+    if not path:
+        return True
+    entry = lookup(reader, tree, path)
+    return entry is not None and entry.kind is Kind.DIR
