@@ -13,6 +13,7 @@ import os
 import time
 
 from earshot.cas.digest import Digest
+from earshot.cas.gc import GcReport
 from earshot.cas.project import Project
 
 from .ids import NoMatchingId, is_id, new_session_id, resolve_prefix
@@ -96,3 +97,11 @@ def batch_roots(project: Project) -> list[Digest]:
             for batch in session_batches(view, record.id):
                 roots.extend(d for d in (batch.before, batch.after) if d is not None)
     return roots
+
+
+def collect(
+    project: Project, keep_sessions: int = DEFAULT_KEEP_SESSIONS, compact: bool = False
+) -> GcReport:
+    """Retention, then gc: prune old sessions' batches, keep every snapshot still named."""
+    prune_sessions(project, keep_sessions)
+    return project.gc(extra_roots=batch_roots(project), compact=compact)

@@ -25,11 +25,15 @@ def forget(project: Project, as_json: bool, snapshot_ids: tuple[str, ...]) -> No
 @click.option("--compact", is_flag=True, help="Also rewrite the store file to its live size.")
 @project_command
 def gc(project: Project, as_json: bool, compact: bool) -> None:
-    """Drop every object no listed snapshot reaches, and repack what is left.
+    """Drop every object no snapshot or kept session needs, and repack the rest.
 
-    Needs the store to itself: fails if another earshot process has it open.
+    Sessions beyond the 20 most recently touched lose their checkpoint
+    history first (their conversation logs stay). Needs the store to itself:
+    fails if another earshot process has it open.
     """
-    doc, text = render.gc_report(project.gc(compact=compact))
+    from earshot.agent.sessions import collect
+
+    doc, text = render.gc_report(collect(project, compact=compact))
     render.emit(doc, text, as_json)
 
 

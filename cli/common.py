@@ -82,7 +82,9 @@ def project_command(func: F) -> F:
         try:
             if not os.path.isdir(root):
                 fail(f"{root}: no such directory (give --root an existing directory)")
-            with Project(root) as project:
+            from earshot.agent.records import TABLES
+
+            with Project(root, extra_tables=TABLES) as project:
                 pending = project.interrupted()
                 if pending is not None and func.__name__ != "restore":
                     click.echo(
@@ -98,3 +100,32 @@ def project_command(func: F) -> F:
             fail(f"{where}{exc.strerror or exc}")
 
     return wrapper  # type: ignore[return-value]
+
+
+def session_command(func: F) -> F:
+    """``project_command`` plus ``--session``: hands in an ``engine`` for the session.
+
+    The session is ``--session ID`` (a unique prefix), else $EARSHOT_SESSION,
+    else the most recent session of the root, else a new one.
+    """
+
+    @click.option(
+        "--session",
+        "session_id",
+        default=None,
+        metavar="ID",
+        help="The session (a unique id prefix); default: $EARSHOT_SESSION, "
+        "else the most recent, else a new one.",
+    )
+    @functools.wraps(func)
+    def wrapper(project: Any, session_id: str | None, **kwargs: Any) -> Any:
+        from earshot.agent.engine import Engine
+        from earshot.agent.sessions import select_session
+
+        record, created = select_session(project, session_id)
+        if created:
+            click.echo(f"earshot: started session {record.id}", err=True)
+        engine = Engine(project, record.id, capture_output=kwargs.get("as_json", False))
+        return func(engine=engine, **kwargs)
+
+    return project_command(wrapper)  # type: ignore[return-value]

@@ -27,6 +27,15 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "stats",
         "Objects, bytes stored, disk cost per byte.",
     ),
+    "session": ("cmd_session", "session", "Start a session: 'earshot session new'."),
+    "sessions": ("cmd_session", "sessions", "List the root's sessions, most recent first."),
+    "bash": ("cmd_tools", "bash", "Run a shell command as a one-call batch."),
+    "write": ("cmd_tools", "write", "Write a file (stdin or --from) as a one-call batch."),
+    "edit": ("cmd_tools", "edit", "Replace text in a file as a one-call batch."),
+    "exec": ("cmd_tools", "exec_", "Run a batch of tool calls given as JSON."),
+    "log": ("cmd_history", "log", "List the session's batches and what each changed."),
+    "undo": ("cmd_history", "undo", "Undo the session's last N batches."),
+    "redo": ("cmd_history", "redo", "Redo the most recent undo."),
 }
 
 

@@ -1,0 +1,63 @@
+"""``earshot log``, ``undo`` and ``redo``: a session's batches, and going back."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from earshot.agent.engine import Engine
+from earshot.agent.records import session_batches
+from earshot.agent.undo import redo as redo_batches
+from earshot.agent.undo import undo as undo_batches
+
+from . import render, render_agent
+from .common import EXIT_SKIPPED, session_command
+
+
+@click.command()
+@session_command
+def log(engine: Engine, as_json: bool) -> None:
+    """List the session's batches: seq, time, calls, files changed (+ ~ -).
+
+    Says which were undone, which earshot made itself (undo/redo), and which
+    had their changes folded into the next snapshot (too large a tree to
+    restage after a command, and no watcher).
+    """
+    with engine.project.store.backend.read() as view:
+        batches = session_batches(view, engine.session.id)
+    doc, text = render_agent.log(engine.session, batches)
+    render.emit(doc, text, as_json)
+
+
+@click.command()
+@click.argument("count", type=click.IntRange(min=1), default=1, metavar="[N]")
+@click.option("--dry-run", is_flag=True, help="Show what would be restored, deleted, in conflict.")
+@click.option("--force", is_flag=True, help="Overwrite conflicting files (never deletes them).")
+@session_command
+def undo(engine: Engine, as_json: bool, count: int, dry_run: bool, force: bool) -> None:
+    """Undo the session's last N batches (default 1).
+
+    Steps over batches that changed nothing and over undo/redo batches, so
+    'undo 2' goes two real steps back. A file changed since the batch is a
+    conflict: left alone and reported (exit 3) unless --force. Only files a
+    call of this session created are deleted, and only if unchanged since.
+    'earshot redo' brings everything back.
+    """
+    impact = undo_batches(engine, count, force=force, dry_run=dry_run)
+    doc, text = render_agent.impact(impact, "undo", dry_run)
+    render.emit(doc, text, as_json)
+    if impact.conflicts or impact.kept:
+        sys.exit(EXIT_SKIPPED)
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Show what would be restored, deleted, in conflict.")
+@click.option("--force", is_flag=True, help="Overwrite conflicting files (never deletes them).")
+@session_command
+def redo(engine: Engine, as_json: bool, dry_run: bool, force: bool) -> None:
+    """Redo the most recent undo: bring back exactly what it reverted."""
+    impact = redo_batches(engine, force=force, dry_run=dry_run)
+    doc, text = render_agent.impact(impact, "redo", dry_run)
+    render.emit(doc, text, as_json)
+    if impact.conflicts or impact.kept:
+        sys.exit(EXIT_SKIPPED)

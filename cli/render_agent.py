@@ -1,0 +1,151 @@
+"""Rendering of the agent layer's results: batches, logs, undo/redo impact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from earshot.agent.calls import CallResult
+from earshot.agent.records import Batch, Change, SessionRecord
+from earshot.agent.undo import Impact
+
+from .render import when
+
+
+def change_doc(change: Change) -> dict[str, Any]:
+    return {
+        "path": change.path,
+        "before": change.before.digest.hex() if change.before else None,
+        "after": change.after.digest.hex() if change.after else None,
+        "before_mode": f"{change.before.mode:o}" if change.before else None,
+        "after_mode": f"{change.after.mode:o}" if change.after else None,
+        "by": change.by,
+    }
+
+
+def counts(batch: Batch) -> tuple[int, int, int]:
+    added = sum(1 for c in batch.ledger if c.before is None)
+    deleted = sum(1 for c in batch.ledger if c.after is None)
+    return added, len(batch.ledger) - added - deleted, deleted
+
+
+def batch_doc(batch: Batch) -> dict[str, Any]:
+    return {
+        "seq": batch.seq,
+        "time": when(batch.time_ns),
+        "kind": batch.kind.value,
+        "calls": list(batch.calls),
+        "changes": [change_doc(c) for c in batch.ledger],
+        "undone": batch.undone_by is not None,
+        "undone_by": batch.undone_by,
+        "self_created": batch.kind.self_created,
+        "targets": list(batch.targets),
+        "folded": batch.folded,
+        "attributed": all(isinstance(c.by, int) for c in batch.ledger) and not batch.folded,
+        "before": batch.before.hex() if batch.before else None,
+        "after": batch.after.hex() if batch.after else None,
+    }
+
+
+def _call_text(call: dict[str, Any]) -> str:
+    tool = str(call.get("tool", "?"))
+    if tool == "bash":
+        return f"bash: {call.get('command', '')}"
+    if tool in ("undo", "redo"):
+        return str(tool) + (f" {call['count']}" if call.get("count", 1) != 1 else "")
+    return f"{tool} {call.get('path', '')}".rstrip()
+
+
+def batch_line(batch: Batch) -> str:
+    added, modified, deleted = counts(batch)
+    calls = "; ".join(_call_text(c) for c in batch.calls) or "(no calls)"
+    if len(calls) > 48:
+        calls = calls[:45] + "..."
+    flags = []
+    if batch.undone_by is not None:
+        flags.append(f"undone by {batch.undone_by}")
+    if batch.kind.value in ("undo", "redo", "rewind"):
+        flags.append(f"{batch.kind.value} of {', '.join(map(str, batch.targets))}")
+    if batch.folded:
+        flags.append("folded: changes go to the next snapshot, not attributed")
+    elif any(not isinstance(c.by, int) for c in batch.ledger) and not batch.kind.self_created:
+        flags.append("some changes found by a restage, not attributed to a call")
+    if not batch.ledger and not batch.folded:
+        flags.append("changed nothing")
+    tail = f"  [{'; '.join(flags)}]" if flags else ""
+    return (
+        f"{batch.seq:>4}  {when(batch.time_ns)}  {calls:<48}  +{added} ~{modified} -{deleted}{tail}"
+    )
+
+
+def log(session: SessionRecord, batches: list[Batch]) -> tuple[dict[str, Any], str]:
+    doc = {"session": session.id, "batches": [batch_doc(b) for b in batches]}
+    lines = [f"session {session.id}"] + [batch_line(b) for b in batches]
+    if not batches:
+        lines.append("  no batches yet")
+    return doc, "\n".join(lines)
+
+
+def outcome(session: str, batch: Batch, results: tuple[CallResult, ...]) -> dict[str, Any]:
+    return {
+        "session": session,
+        "batch": batch.seq,
+        "results": [r.to_json() for r in results],
+        "changes": [change_doc(c) for c in batch.ledger],
+        "folded": batch.folded,
+    }
+
+
+def impact(result: Impact, what: str, dry_run: bool) -> tuple[dict[str, Any], str]:
+    doc = {
+        "batches": result.batches,
+        "restored": result.restored,
+        "deleted": result.deleted,
+        "conflicts": result.conflicts,
+        "kept": [{"path": p, "reason": r} for p, r in result.kept],
+        "removed_dirs": result.removed_dirs,
+        "dry_run": dry_run,
+        "record": result.record,
+    }
+    verb = "would " if dry_run else ""
+    head = f"{'dry run: ' if dry_run else ''}{what} of batch"
+    head += (
+        f"es {', '.join(map(str, result.batches))}"
+        if len(result.batches) > 1
+        else (f" {result.batches[0]}" if result.batches else "es: none")
+    )
+    lines = [head]
+    lines += [f"  {verb}restore {p}" for p in result.restored]
+    lines += [f"  {verb}delete  {p}" for p in result.deleted]
+    lines += [f"  {verb}rmdir   {p}/" for p in result.removed_dirs]
+    lines += [
+        f"  conflict {p}: changed since the batch; left alone (--force overwrites)"
+        for p in result.conflicts
+    ]
+    lines += [f"  kept    {p}: {r}" for p, r in result.kept]
+    if result.record is not None:
+        back = "redo" if what == "undo" else "undo"
+        lines.append(f"recorded as batch {result.record} ('earshot {back}' to go back)")
+    return doc, "\n".join(lines)
+
+
+def sessions(
+    records: list[SessionRecord], batch_counts: dict[str, int], prompts: dict[str, str]
+) -> tuple[dict[str, Any], str]:
+    doc = {
+        "sessions": [
+            {
+                "id": r.id,
+                "created": when(r.created_ns),
+                "last_activity": when(r.touched_ns),
+                "batches": batch_counts.get(r.id, 0),
+                "first_prompt": prompts.get(r.id),
+            }
+            for r in records
+        ]
+    }
+    lines = []
+    for r in records:
+        count = batch_counts.get(r.id, 0)
+        line = f"{r.id}  {when(r.touched_ns)}  {count:>4} batches  {prompts.get(r.id) or ''}"
+        lines.append(line.rstrip())
+    return doc, "\n".join(lines) if lines else "no sessions yet ('earshot session new')"
