@@ -49,6 +49,25 @@ from .records import (
 from .tracker import ChangeTracker, NullTracker
 
 DEFAULT_BUDGET_NS = 200_000_000
+#: Overrides the budget, in milliseconds, for every engine of this process.
+ENV_BUDGET_MS = "EARSHOT_RESTAGE_BUDGET_MS"
+
+
+def budget_from_env() -> int:
+    """The restage budget: $EARSHOT_RESTAGE_BUDGET_MS, else 200 ms."""
+    raw = os.environ.get(ENV_BUDGET_MS)
+    if raw is None:
+        return DEFAULT_BUDGET_NS
+    try:
+        return int(float(raw) * 1_000_000)
+    except ValueError:
+        raise BadBudget(raw) from None
+
+
+class BadBudget(EarshotError):
+    def __init__(self, raw: str) -> None:
+        super().__init__(f"{ENV_BUDGET_MS}={raw!r} is not a number of milliseconds")
+
 
 Classifier = Callable[[str, Callable[[str], bool]], bool]
 
@@ -86,7 +105,7 @@ class Engine:
         project: Project,
         session: str,
         tracker: ChangeTracker | None = None,
-        budget_ns: int = DEFAULT_BUDGET_NS,
+        budget_ns: int | None = None,
         classifier: Classifier = default_classifier,
         capture_output: bool = True,
     ) -> None:
@@ -98,7 +117,7 @@ class Engine:
             raise UnknownSession(session)
         self.session = record
         self.tracker = tracker or NullTracker()
-        self.budget_ns = budget_ns
+        self.budget_ns = budget_from_env() if budget_ns is None else budget_ns
         self.classifier = classifier
         self.capture = capture_output
         #: The tree believed to be on disk, and whether that belief is exact.

@@ -9,11 +9,13 @@ conversation logs are never pruned by this.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
 from earshot.cas.digest import Digest
 from earshot.cas.gc import GcReport
+from earshot.cas.lmdb_backend import StoreBusy
 from earshot.cas.project import Project
 
 from .ids import NoMatchingId, is_id, new_session_id, resolve_prefix
@@ -73,8 +75,19 @@ def select_session(project: Project, given: str | None) -> tuple[SessionRecord, 
         if recent:
             return recent[0], False
     record = create_session(project, text or None)
-    prune_sessions(project)
+    start_session_upkeep(project)
     return record, True
+
+
+def start_session_upkeep(project: Project) -> None:
+    """Retention at session start: prune old sessions, and collect if that freed any.
+
+    Skipped quietly when another process has the store open (gc needs it alone);
+    the next start or an explicit 'earshot gc' catches up.
+    """
+    if prune_sessions(project):
+        with contextlib.suppress(StoreBusy):
+            project.gc(extra_roots=batch_roots(project))
 
 
 def prune_sessions(project: Project, keep: int = DEFAULT_KEEP_SESSIONS) -> list[str]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import difflib
 
 import click
+from earshot.agent.records import State
 from earshot.cas.diff import Change, ChangeKind
 from earshot.cas.objects import ObjectReader
 from earshot.cas.project import Project
 from earshot.cas.tree import Kind, TreeEntry
 
 from . import render
-from .common import project_command
+from .common import fail, project_command
 
 _MAX_TEXT = 1 << 20
 
@@ -41,20 +42,67 @@ def _patch(reader: ObjectReader, change: Change) -> str | None:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
+def _batch_changes(project: Project, session_id: str | None, seq: int) -> list[Change]:
+    """A batch's ledger as changes (each path: before -> after)."""
+    from earshot.agent.records import get_batch
+    from earshot.agent.sessions import select_session
+
+    record, _ = select_session(project, session_id)
+    with project.store.backend.read() as view:
+        batch = get_batch(view, record.id, seq)
+    if batch is None:
+        fail(f"no batch {seq} in session {record.id} (see 'earshot log')")
+        raise AssertionError
+    return [_as_change(line.path, line.before, line.after) for line in batch.ledger]
+
+
+def _as_change(path: str, before: State | None, after: State | None) -> Change:
+    def entry(state: State | None) -> TreeEntry | None:
+        if state is None:
+            return None
+        name = path.rpartition("/")[2].encode("utf-8", "surrogateescape")
+        return TreeEntry(name, state.kind, state.mode, 0, state.digest)
+
+    if before is None:
+        kind = ChangeKind.ADDED
+    elif after is None:
+        kind = ChangeKind.DELETED
+    elif before.kind is not after.kind:
+        kind = ChangeKind.TYPE
+    elif before.digest == after.digest:
+        kind = ChangeKind.MODE
+    else:
+        kind = ChangeKind.MODIFIED
+    return Change(path, kind, entry(before), entry(after))
+
+
 @click.command()
 @click.argument("old_id", metavar="A")
 @click.argument("new_id", metavar="[B]", required=False)
 @click.option("--stat", "stat_only", is_flag=True, help="Only the list of changed paths.")
+@click.option("--session", "session_id", metavar="ID", help="The session of a BATCH number.")
 @project_command
-def diff(project: Project, as_json: bool, old_id: str, new_id: str | None, stat_only: bool) -> None:
+def diff(
+    project: Project,
+    as_json: bool,
+    old_id: str,
+    new_id: str | None,
+    stat_only: bool,
+    session_id: str | None,
+) -> None:
     """Show what changed from snapshot A to snapshot B (default: the root now).
 
-    Text files get a unified diff; --stat lists paths only
+    A may instead be a BATCH number of the session (see 'earshot log'): what
+    that batch changed. Snapshot ids are 8+ hex digits; batch numbers are
+    shorter. Text files get a unified diff; --stat lists paths only
     (+ added, - deleted, ~ modified, m mode, t type).
     """
-    old = project.resolve(old_id)
-    new = project.resolve(new_id) if new_id else None
-    changes = project.diff(old, new)
+    if old_id.isdigit() and len(old_id) < 8 and new_id is None:
+        changes = _batch_changes(project, session_id, int(old_id))
+    else:
+        old = project.resolve(old_id)
+        new = project.resolve(new_id) if new_id else None
+        changes = project.diff(old, new)
     patches: dict[str, str] = {}
     if not stat_only and not as_json:
         with project.store.reader() as reader:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 from earshot.agent.records import session_batches
-from earshot.agent.sessions import create_session, list_sessions, prune_sessions
+from earshot.agent.sessions import create_session, list_sessions, start_session_upkeep
 from earshot.cas.project import Project
 
 from . import render, render_agent
@@ -21,7 +21,7 @@ def session() -> None:
 def session_new(project: Project, as_json: bool) -> None:
     """Start a new session and print its id (export it as EARSHOT_SESSION)."""
     record = create_session(project)
-    prune_sessions(project)
+    start_session_upkeep(project)
     render.emit({"id": record.id}, record.id, as_json)
 
 
