@@ -24,6 +24,7 @@ from earshot.agent.session_log import Session
 path, tag, go = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 threads, count = int(sys.argv[4]), int(sys.argv[5])
 session = Session.open(path)
+Path(str(go) + "." + tag).touch()  # ready: imported and opened
 while not go.exists():
     time.sleep(0.001)
 
@@ -87,7 +88,11 @@ def test_threads_in_two_processes_append_one_chain(tmp_path: Path) -> None:
         for tag in ("A", "B")
     ]
     try:
-        time.sleep(0.5)  # both processes import and wait at the line
+        # Start both at once only when both are ready, however loaded the machine.
+        deadline = time.monotonic() + 120
+        while not all(Path(f"{go}.{tag}").exists() for tag in ("A", "B")):
+            assert time.monotonic() < deadline, "appender processes did not start"
+            time.sleep(0.01)
         go.touch()
         for proc in procs:
             assert proc.wait(timeout=300) == 0
