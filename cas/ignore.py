@@ -1,0 +1,277 @@
+"""Ignore rules with git's semantics (gitignore(5)), for the worktree scanner.
+
+An :class:`IgnoreRules` holds the chain of patterns that apply inside one directory:
+``.git/info/exclude`` first (lowest priority), then for each level from the root
+down, that level's ``.gitignore`` and then its ``.earshotignore``. The last pattern
+in the chain that matches an entry decides whether it is ignored, so a deeper file
+overrides a shallower one and ``.earshotignore`` overrides ``.gitignore`` beside it.
+
+The scanner never descends into an ignored directory, so git's rule that a file
+cannot be re-included when a parent directory is excluded holds by construction
+and is not modelled here. Matching is on bytes, as in git. A ``.gitignore`` that
+is a symlink is not followed (git >= 2.32). Left out on purpose:
+``core.excludesFile`` (per user: snapshots would depend on who took them),
+``core.ignoreCase``, POSIX classes such as ``[[:digit:]]``, a ``[...]`` holding a
+``/``, and git's quirk that ``/a**`` matches ``a/b`` (its ``**`` counts as a whole
+segment once the literal prefix is cut). ``.git`` itself is the scanner's to skip.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Callable, Collection, Iterable
+from typing import Final, NamedTuple
+
+import blake3
+from pathspec.patterns.gitignore.basic import GitIgnoreBasicPattern
+
+# At one level, in ascending priority.
+_LEVEL_FILES: Final = (".gitignore", ".earshotignore")
+# git also drops ignore files above 100 MiB rather than load them.
+_MAX_SIZE: Final = 100 * 1024 * 1024
+# Bumped whenever matching changes, so fingerprints taken by older code go stale.
+_SALT: Final = b"earshot.ignore/1"
+
+_ESCAPE: Final = re.compile(r"\\(.)", re.DOTALL)
+_STAR: Final = "[^/]*"  # a "*" as pathspec translates it
+_Match = Callable[[str], "re.Match[str] | None"]
+
+
+class _Pattern(NamedTuple):
+    regex: str
+    negated: bool
+    dir_only: bool
+    on_name: bool  # matched against the entry's name, else its root-relative path
+
+
+def _glob(segment: str) -> str:
+    # pathspec's wildmatch for one path segment: *, ?, [...], backslash escapes.
+    # An unclosed "[" raises: in git it makes the whole pattern match nothing.
+    return GitIgnoreBasicPattern._translate_segment_glob(segment, "raise")
+
+
+def _trim(line: str) -> str:
+    """Drop trailing spaces that no backslash escapes, as git's trim_trailing_spaces."""
+    kept = line.rstrip(" ")
+    if len(kept) < len(line) and (len(kept) - len(kept.rstrip("\\"))) % 2:
+        kept += " "  # an odd run of backslashes escapes the first space
+    return kept
+
+
+def _compile(line: str, prefix: str) -> _Pattern | None:
+    """One gitignore line as a regex; None for blanks, comments and invalid patterns."""
+    if line.endswith("\r"):
+        line = line[:-1]  # git reads CRLF files too
+    if not line or line.startswith("#"):
+        return None
+    line = _trim(line)
+    negated = line.startswith("!")
+    if negated:
+        line = line[1:]
+    dir_only = line.endswith("/")
+    if dir_only:
+        line = line[:-1]
+    body = line[1:] if line.startswith("/") else line
+    if "\\/" in body:  # git reads an escaped "/" as a separator
+        body = _ESCAPE.sub(lambda m: "/" if m[1] == "/" else m[0], body)
+    segments = body.split("/")
+    # "**/**" means what one "**" means.
+    segments = [s for i, s in enumerate(segments) if s != "**" or segments[i - 1 : i] != ["**"]]
+    if len(segments) == 2 and segments[0] == "**" and segments[1]:
+        line = segments.pop()  # "**/name" is just "name", and matching a name is cheaper
+    try:
+        if not line:
+            return None  # "", "!" and "/" match nothing in git either
+        if "/" not in line:
+            regex = _glob(line)
+            on_name = True
+        else:
+            parts = [re.escape(prefix)]
+            for i, seg in enumerate(segments):
+                last = i == len(segments) - 1
+                if seg != "**":
+                    parts.append(_glob(seg) if last else _glob(seg) + "/")
+                else:
+                    parts.append(".*" if last else "(?:.*/)?")
+            regex = "".join(parts)
+            on_name = False
+        re.compile(regex)
+    except (ValueError, re.error):
+        return None  # a dangling "\", an unclosed "[", a bad range: git matches nothing
+    return _Pattern(regex, negated, dir_only, on_name)
+
+
+def _bytewise(name: str) -> str:
+    """A name as one char per byte: git's wildmatch works on bytes ("?" on "é" fails)."""
+    if name.isascii():
+        return name
+    try:
+        raw = os.fsencode(name)
+    except UnicodeEncodeError:  # a lone surrogate that did not come from os
+        raw = name.encode("utf-8", "surrogatepass")
+    return raw.decode("latin-1")
+
+
+def _parse(data: bytes, prefix: str) -> list[_Pattern]:
+    # Patterns stay bytes, as latin-1 chars (see _bytewise); git skips a UTF-8 BOM.
+    text = data.removeprefix(b"\xef\xbb\xbf").decode("latin-1")
+    return [p for line in text.split("\n") if (p := _compile(line, prefix)) is not None]
+
+
+def _read(path: str, follow: bool) -> bytes | None:
+    """The file's bytes; None if there is no regular file, b"" if it cannot be read."""
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    if st.st_size > _MAX_SIZE:
+        return b""
+    try:
+        with open(path, "rb") as f:
+            return f.read(_MAX_SIZE)
+    except OSError:
+        return b""
+
+
+def _frame(data: bytes) -> bytes:
+    return len(data).to_bytes(8, "little") + data
+
+
+class _Alternation:
+    """Some patterns as two regexes: "does any match?" and "which one decides?"."""
+
+    __slots__ = ("check", "decide", "ranks")
+
+    def __init__(self, ranked: list[tuple[int, _Pattern]]) -> None:
+        # The check has no groups, which lets re skip a branch on its first char,
+        # and matches all the "*..." patterns with one leading star.
+        starred = [p.regex[len(_STAR) :] for _, p in ranked if p.regex.startswith(_STAR)]
+        rest = [f"(?:{p.regex})" for _, p in ranked if not p.regex.startswith(_STAR)]
+        if starred:
+            rest.append(f"{_STAR}(?:{'|'.join(starred)})")
+        self.check: _Match = re.compile("|".join(rest), re.DOTALL).fullmatch
+        # Highest rank first, one group each: fullmatch takes the first alternative
+        # that matches, which is the deciding pattern, and lastindex names it.
+        ranked = sorted(ranked, reverse=True)
+        self.decide: _Match = re.compile(
+            "|".join(f"({p.regex})" for _, p in ranked), re.DOTALL
+        ).fullmatch
+        self.ranks = (0, *(r for r, _ in ranked))
+
+    def rank(self, text: str) -> int:
+        m = self.decide(text)
+        return 0 if m is None else self.ranks[m.lastindex or 0]
+
+
+def _never(text: str) -> int:
+    return 0
+
+
+# (name check, name rank, path check, path rank); see IgnoreRules.is_ignored.
+_Kind = tuple[_Match | None, Callable[[str], int], _Match | None, Callable[[str], int]]
+
+
+class IgnoreRules:
+    """Immutable: the ignore patterns that apply inside one directory of the root."""
+
+    __slots__ = ("_fingerprint", "_kinds", "_patterns")
+
+    def __init__(self, patterns: tuple[_Pattern, ...], fingerprint: bytes) -> None:
+        self._patterns = patterns
+        self._fingerprint = fingerprint
+        # A pattern's rank is 2 * (chain position + 1), plus 1 if it ignores: the
+        # highest rank that matches decides, and rank & 1 is the verdict.
+        ranked = [(2 * i + 2 + (not p.negated), p) for i, p in enumerate(patterns)]
+        kinds: list[_Kind] = []
+        for is_dir in (False, True):
+            usable = [(r, p) for r, p in ranked if is_dir or not p.dir_only]
+            by_name = [(r, p) for r, p in usable if p.on_name]
+            by_path = [(r, p) for r, p in usable if not p.on_name]
+            names = _Alternation(by_name) if by_name else None
+            paths = _Alternation(by_path) if by_path else None
+            kinds.append(
+                (
+                    names.check if names else None,
+                    names.rank if names else _never,
+                    paths.check if paths else None,
+                    paths.rank if paths else _never,
+                )
+            )
+        self._kinds = (kinds[0], kinds[1])
+
+    @classmethod
+    def for_root(cls, root: str) -> IgnoreRules:
+        """The root's rules: .git/info/exclude, .gitignore, .earshotignore."""
+        base = cls((), blake3.blake3(_SALT).digest())
+        sources: list[tuple[str, bytes | None]] = []
+        git_dir = os.path.join(root, ".git")
+        if os.path.isdir(git_dir):
+            exclude = os.path.join(git_dir, "info", "exclude")
+            sources.append(("info/exclude", _read(exclude, follow=True)))
+        sources += [(n, _read(os.path.join(root, n), follow=False)) for n in _LEVEL_FILES]
+        return base._extend("", sources)
+
+    @classmethod
+    def for_path(cls, root: str, rel_path: str) -> IgnoreRules:
+        """The rules for the directory holding rel_path, reading only its ancestors.
+
+        Whether an ancestor directory is itself ignored is not checked here.
+        """
+        rules = cls.for_root(root)
+        parts = rel_path.strip("/").split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            rules = rules.descend("/".join(parts[:i]), os.path.join(root, *parts[:i]))
+        return rules
+
+    def descend(
+        self, rel_dir: str, abs_dir: str, names: Collection[str] | None = None
+    ) -> IgnoreRules:
+        """The rules for subdirectory rel_dir; self when it has no ignore file.
+
+        With ``names`` (the directory's listing) nothing is read unless an ignore
+        file is listed.
+        """
+        if names is not None and not any(n in names for n in _LEVEL_FILES):
+            return self
+        return self._extend(
+            rel_dir, [(n, _read(os.path.join(abs_dir, n), follow=False)) for n in _LEVEL_FILES]
+        )
+
+    def _extend(self, rel_dir: str, sources: Iterable[tuple[str, bytes | None]]) -> IgnoreRules:
+        present = [(name, data) for name, data in sources if data is not None]
+        if not present:
+            return self
+        prefix = f"{_bytewise(rel_dir)}/" if rel_dir else ""
+        digest = blake3.blake3(self._fingerprint)
+        digest.update(_frame(prefix.encode("latin-1")))
+        patterns = list(self._patterns)
+        for name, data in present:
+            digest.update(_frame(name.encode()) + _frame(data))
+            patterns += _parse(data, prefix)
+        return IgnoreRules(tuple(patterns), digest.digest())
+
+    def is_ignored(self, rel_path: str, is_dir: bool) -> bool:
+        """Whether an entry of this directory (path relative to the root) is ignored.
+
+        Pass ``is_dir=False`` for a symlink, even to a directory, as git does.
+        """
+        if not rel_path.isascii():
+            rel_path = _bytewise(rel_path)
+        name_check, name_rank, path_check, path_rank = self._kinds[is_dir]
+        rank = 0
+        if name_check is not None:
+            name = rel_path[rel_path.rfind("/") + 1 :]
+            if name_check(name) is not None:
+                rank = name_rank(name)
+        if path_check is not None and path_check(rel_path) is not None:
+            rank = max(rank, path_rank(rel_path))
+        return bool(rank & 1)
+
+    @property
+    def fingerprint(self) -> bytes:
+        """32 bytes naming every pattern source in the chain, with its location."""
+        return self._fingerprint
