@@ -144,6 +144,8 @@ class MemoryBackend:
         return None
 
     def apply(self, buffer: Buffer) -> None:
+        for table in buffer.tables:
+            self._table(table)  # all or nothing, as a transaction
         for table, changes in buffer.tables.items():
             target = self._table(table)
             for key, value in changes.items():
@@ -187,6 +189,7 @@ class _MemoryBatch(_MemoryView):
         self._buffer.put(table, key, value)
 
     def delete(self, table: str, key: bytes) -> None:
+        self._backend._table(table)
         self._buffer.delete(table, key)
 
     @property

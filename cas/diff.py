@@ -64,17 +64,17 @@ def _diff_entry(
     if a_dir or b_dir:
         if a is not None and b is not None and a.kind is not b.kind:
             yield Change(path, ChangeKind.TYPE, a, b)
-        subtree = list(
-            diff_trees(reader, a.digest if a_dir else None, b.digest if b_dir else None, path + "/")  # type: ignore[union-attr]
-        )
+        old = a.digest if a is not None and a_dir else None
+        new = b.digest if b is not None and b_dir else None
+        if a is not None and b is not None and a.kind is b.kind and a.mode != b.mode:
+            yield Change(path, ChangeKind.MODE, a, b)  # reported even if content changed too
+        subtree = list(diff_trees(reader, old, new, path + "/"))
         if subtree:
             yield from subtree
         elif a is None and b is not None:
             yield Change(path, ChangeKind.ADDED, None, b)
         elif b is None and a is not None:
             yield Change(path, ChangeKind.DELETED, a, None)
-        elif a is not None and b is not None and a.kind is b.kind and a.mode != b.mode:
-            yield Change(path, ChangeKind.MODE, a, b)
         return
     if a is None and b is not None:
         yield Change(path, ChangeKind.ADDED, None, b)

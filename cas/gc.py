@@ -13,6 +13,8 @@ import marshal
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import structlog
+
 from .digest import Digest
 from .objects import Location, ObjectStore, ObjectWriter, pack_key
 from .reach import reachable
@@ -64,17 +66,20 @@ def collect_garbage(store: ObjectStore, keep: Iterable[Digest], compact: bool = 
                 writer.batch.delete("index", digest)
             for key in stale_records:
                 writer.batch.delete(STATCACHE, key)
-        if compact:
-            backend.compact()
-        return GcReport(
-            live_objects=len(live),
-            dead_objects=len(dead),
-            dead_bytes=dead_bytes,
-            packs_rewritten=rewritten,
-            packs_deleted=deleted,
-            disk_before=disk_before,
-            disk_after=backend.disk_bytes(),
-        )
+    if compact:
+        backend.compact()
+    structlog.get_logger("earshot.cas").info(
+        "gc", live=len(live), dead=len(dead), packs_rewritten=rewritten, compact=compact
+    )
+    return GcReport(
+        live_objects=len(live),
+        dead_objects=len(dead),
+        dead_bytes=dead_bytes,
+        packs_rewritten=rewritten,
+        packs_deleted=deleted,
+        disk_before=disk_before,
+        disk_after=backend.disk_bytes(),
+    )
 
 
 def _repack(writer: ObjectWriter, pack: int, survivors: list[tuple[Digest, Location]]) -> None:

@@ -161,6 +161,9 @@ class LmdbBackend:
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            # Converting a lock drops the shared one first: take it back, or
+            # another process could gc or compact under this one.
+            fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
             raise StoreBusy(self.path, what) from None
         try:
             yield
@@ -249,6 +252,7 @@ class _LmdbBatch:
         self._buffer.put(table, key, value)
 
     def delete(self, table: str, key: bytes) -> None:
+        self._backend._db(table)
         self._buffer.delete(table, key)
 
     @property

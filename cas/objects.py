@@ -122,6 +122,16 @@ def decode_chunks(data: bytes) -> list[tuple[Digest, int]]:
     return chunks
 
 
+def check_type(digest: Digest, loc: Location, expect: ObjectType | None) -> None:
+    """A blob may be stored whole or chunked; any other mismatch is corruption."""
+    if expect is None or loc.type is expect:
+        return
+    if expect is ObjectType.BLOB and loc.type is ObjectType.CHUNKED:
+        return
+    found, wanted = loc.type.name.lower(), expect.name.lower()
+    raise CorruptObject(digest, f"is a {found}, not a {wanted}")
+
+
 class ObjectReader:
     """Reads objects through one consistent view of the tables."""
 
@@ -141,14 +151,7 @@ class ObjectReader:
         loc = self.locate(digest)
         if loc is None:
             raise MissingObject(digest)
-        if (
-            expect is not None
-            and loc.type is not expect
-            and not (expect is ObjectType.BLOB and loc.type is ObjectType.CHUNKED)
-        ):
-            raise CorruptObject(
-                digest, f"is a {loc.type.name.lower()}, not a {expect.name.lower()}"
-            )
+        check_type(digest, loc, expect)
         data = self.view.get_slice("packs", pack_key(loc.pack), loc.offset, loc.stored)
         if data is None or len(data) != loc.stored:
             raise CorruptObject(digest, f"its pack {loc.pack:016x} is missing or short")
@@ -162,22 +165,36 @@ class ObjectReader:
         return loc, data
 
     def iter_blob(self, digest: Digest) -> Iterator[bytes]:
-        """A file's content, piece by piece (one piece per chunk)."""
+        """A file's content, piece by piece (one piece per chunk), verified.
+
+        Each piece is checked against its digest before it is handed out; the
+        whole of a chunked file is checked after its last piece.
+        """
         loc, data = self.read_raw(digest, ObjectType.BLOB)
         if loc.type is ObjectType.BLOB:
+            if blob_digest(data) != digest:
+                raise CorruptObject(digest, "content does not match its digest")
             yield data
             return
+        whole = blake3.blake3()
         for chunk, size in decode_chunks(data):
             _, piece = self.read_raw(chunk, ObjectType.BLOB)
-            if len(piece) != size:
-                raise CorruptObject(digest, f"chunk {short(chunk)} has the wrong size")
+            if len(piece) != size or blob_digest(piece) != chunk:
+                raise CorruptObject(digest, f"chunk {short(chunk)} does not match its digest")
+            whole.update(piece)
             yield piece
+        if whole.digest() != digest:
+            raise CorruptObject(digest, "content does not match its digest")
 
     def read_blob(self, digest: Digest) -> bytes:
         return b"".join(self.iter_blob(digest))
 
     def read_tree(self, digest: Digest) -> list[TreeEntry]:
-        return decode_tree(self.read_raw(digest, ObjectType.TREE)[1])
+        data = self.read_raw(digest, ObjectType.TREE)[1]
+        # Trees are small and steer restore: always checked (~1 us each).
+        if tree_digest(data) != digest:
+            raise CorruptObject(digest, "tree content does not match its digest")
+        return decode_tree(data)
 
     def read_snapshot(self, digest: Digest) -> Snapshot:
         return decode_snapshot(self.read_raw(digest, ObjectType.SNAPSHOT)[1])
@@ -230,6 +247,7 @@ class ObjectWriter(ObjectReader):
         loc = self._pending.get(digest)
         if loc is None:
             return super().read_raw(digest, expect)
+        check_type(digest, loc, expect)
         data = bytes(self._pack[loc.offset : loc.offset + loc.stored])
         if loc.codec is Codec.ZSTD:
             data = self._dctx.decompress(data, max_output_size=loc.raw)
@@ -348,7 +366,12 @@ class ObjectStore:
         from .backend import CORE_TABLES
         from .lmdb_backend import LmdbBackend
 
-        return cls(LmdbBackend(path, tables or CORE_TABLES))
+        backend = LmdbBackend(path, tables or CORE_TABLES)
+        try:
+            return cls(backend)
+        except BaseException:
+            backend.close()  # a refused store keeps no lock or descriptor
+            raise
 
     def _check_format(self) -> None:
         with self.backend.read() as view:

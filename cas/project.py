@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
+
 from .backend import CORE_TABLES
 from .diff import Change, diff_trees
 from .digest import Digest, check_prefix, short, to_hex
@@ -37,6 +39,8 @@ from .scan import ProgressFn, Scanner, ScanOptions, ScanReport, touch_marker
 from .snapshot import Snapshot
 from .stats import StoreStats, store_stats
 from .tree import Kind, Unrecorded
+
+log = structlog.get_logger("earshot.cas")
 
 _HEAD = b"head"
 _HEAD_COUNTS = b"head-counts"
@@ -84,7 +88,8 @@ class Restored:
 
     plan: RestorePlan
     result: RestoreResult | None
-    before: Recorded
+    #: The state recorded before; None for a dry run, which records nothing.
+    before: Recorded | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +149,21 @@ class Project:
         self.home = home or data_home()
         self.store_dir = checkpoints_dir(real, self.home)
         self.store = ObjectStore.open(self.store_dir, CORE_TABLES + extra_tables)
-        home_real = os.path.realpath(self.home)
-        inside = home_real == str(real) or home_real.startswith(str(real) + os.sep)
         self.options = options or ScanOptions()
-        if inside:
+        home_real = os.path.realpath(self.home)
+        if home_real == str(real) or home_real.startswith(str(real) + os.sep):
+            # The data dir lies inside the root: never record it. When it *is*
+            # the root, what earshot owns there is what to leave out.
+            own = (
+                [home_real]
+                if home_real != str(real)
+                else [
+                    os.path.join(home_real, "checkpoints"),
+                    os.path.join(home_real, "sessions"),
+                ]
+            )
             self.options = ScanOptions(
-                self.options.max_file_size, self.options.racy_margin_ns, exclude_dir=home_real
+                self.options.max_file_size, self.options.racy_margin_ns, frozenset(own)
             )
 
     def close(self) -> None:
@@ -217,7 +231,18 @@ class Project:
                 report = scanner.report
                 report.files += base_snap_files[0] - gone_files
                 report.content_bytes += base_snap_files[1] - gone_bytes
-            return self.commit_tree(writer, tree, report, note, session, listed)
+            recorded = self.commit_tree(writer, tree, report, note, session, listed)
+        log.info(
+            "recorded",
+            scope="full" if rels is None or base is None else f"{len(rels)} paths",
+            snapshot=short(recorded.digest),
+            reused=recorded.reused,
+            files=report.files,
+            files_read=report.files_read,
+            bytes_read=report.bytes_read,
+            unrecorded=len(report.unrecorded),
+        )
+        return recorded
 
     def full_restage_cost_ns(self) -> int | None:
         """How long the last full restage of this root took, if one was made."""
@@ -324,12 +349,19 @@ class Project:
     def stats(self) -> StoreStats:
         return store_stats(self.store)
 
+    def current_tree(self, progress: ProgressFn | None = None) -> Digest:
+        """The root as it is now, recorded as objects but not as a snapshot.
+
+        For looking (diff, dry runs): the head and the snapshot list stay as
+        they were.
+        """
+        with self.store.writer() as writer:
+            tree, _report = self.scan(writer, progress)
+        return tree
+
     def diff(self, old: Digest, new: Digest | None = None) -> list[Change]:
         """Changes from snapshot ``old`` to ``new`` (default: the root as it is now)."""
-        if new is None:
-            current = self.snapshot("for diff").snapshot.tree
-        else:
-            current = self.read_snapshot(new).tree
+        current = self.current_tree() if new is None else self.read_snapshot(new).tree
         with self.store.reader() as reader:
             return list(diff_trees(reader, reader.read_snapshot(old).tree, current))
 
@@ -360,20 +392,45 @@ class Project:
         progress: ProgressFn | None = None,
         note: str | None = None,
     ) -> Restored:
-        """Bring the root to ``target``; record the state before, so it can be undone."""
-        self._clear_interrupted()
+        """Bring the root to ``target``; record the state before, so it can be undone.
+
+        A dry run plans against the root as it is and records no snapshot.
+        After a real restore the head is the state it left, recorded by a
+        scoped restage of what it touched.
+        """
         with self.store.reader() as reader:
             target_snap = reader.read_snapshot(target)
+        if dry_run:
+            current = self.current_tree(progress)
+            with self.store.reader() as reader:
+                plan = plan_restore(reader, current, target_snap.tree, may_delete)
+            return Restored(plan, None, None)
+        self._clear_interrupted()
         before = self.snapshot(note or f"before restore to {short(target)}", progress=progress)
         with self.store.reader() as reader:
             plan = plan_restore(reader, before.snapshot.tree, target_snap.tree, may_delete)
-            if dry_run or plan.empty:
-                return Restored(plan, None if dry_run else RestoreResult(), before)
+            if plan.empty:
+                return Restored(plan, RestoreResult(), before)
             tag = uuid.uuid4().hex[:12]
             dirs = {p.rpartition("/")[0] for p, _ in plan.writes + plan.mkdirs}
+            applier = Applier(str(self.root), reader, tag)
+            applier.verify(plan)  # a corrupt store: error out before the journal
             self._write_journal(to_hex(target), tag, sorted(dirs))
-            result = Applier(str(self.root), reader, tag).apply(plan)
+            log.info(
+                "restoring",
+                target=short(target),
+                writes=len(plan.writes),
+                deletes=len(plan.deletes),
+                mkdirs=len(plan.mkdirs),
+                rmdirs=len(plan.rmdirs),
+                skipped=len(plan.skipped),
+            )
+            result = applier.apply(plan)
         (self.store_dir / _JOURNAL).unlink(missing_ok=True)
+        touched = [p for p, _ in plan.writes + plan.mkdirs + plan.deletes + plan.chmods]
+        touched += plan.rmdirs
+        if touched:
+            self.record(sorted(set(touched)), base=before.snapshot.tree, listed=False)
         return Restored(plan, result, before)
 
     def _write_journal(self, target: str, tag: str, dirs: list[str]) -> None:

@@ -116,7 +116,7 @@ def _update(
             replaced.drop(scanner, entries.pop(key, None))
             continue
         is_dir = stat.S_ISDIR(st.st_mode)
-        if rules.is_ignored(rel, is_dir) or (is_dir and path == scanner.options.exclude_dir):
+        if rules.is_ignored(rel, is_dir) or (is_dir and path in scanner.options.exclude_dirs):
             replaced.drop(scanner, entries.pop(key, None))
             continue
         old = entries.get(key)

@@ -28,7 +28,7 @@ import blake3
 
 from .digest import Digest, blob_digest
 from .errors import EarshotError
-from .objects import ObjectReader
+from .objects import CorruptObject, ObjectReader
 from .scan import TEMP_PREFIX
 from .tree import Kind, TreeEntry
 
@@ -271,7 +271,18 @@ class Applier:
         self.result = RestoreResult()
         self._counter = 0
 
+    def verify(self, plan: RestorePlan) -> None:
+        """Check every object the plan will write before touching the tree.
+
+        A corrupt store must leave the tree as it was: one bad blob found
+        halfway through would leave a half-restored root.
+        """
+        for _path, entry in plan.writes:
+            assert entry.digest is not None
+            self.reader.verify(entry.digest)
+
     def apply(self, plan: RestorePlan) -> RestoreResult:
+        self.verify(plan)
         try:
             for path, entry in plan.deletes:
                 self._guard(path, self._delete, path, entry)
@@ -326,8 +337,11 @@ class Applier:
         fd, name = self.handles.parent(path)
         st = _lstat(self.handles, path)
         if st is not None and not stat.S_ISDIR(st.st_mode):
-            os.unlink(name, dir_fd=fd)  # a file or link planned to be replaced
-        elif st is not None:
+            # The delete step removes a file planned to be replaced; if it is
+            # still here, it changed since planning and was kept.
+            self.result.skipped.append((path, "a file is in the way of a directory; kept"))
+            return
+        if st is not None:
             return
         os.mkdir(name, 0o700, dir_fd=fd)
         self.result.created_dirs.append(path)
@@ -346,7 +360,10 @@ class Applier:
         temp = self._temp_name()
         try:
             if entry.kind is Kind.SYMLINK:
-                os.symlink(self.reader.read_blob(entry.digest), temp, dir_fd=fd)
+                target = self.reader.read_blob(entry.digest)
+                if blob_digest(target) != entry.digest:
+                    raise CorruptObject(entry.digest, "content does not match its digest")
+                os.symlink(target, temp, dir_fd=fd)
             else:
                 self._write_file(fd, temp, entry)
             os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
@@ -360,8 +377,10 @@ class Applier:
         assert entry.digest is not None
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         out = os.open(temp, flags, 0o600, dir_fd=dir_fd)
+        hasher = blake3.blake3()
         try:
             for piece in self.reader.iter_blob(entry.digest):
+                hasher.update(piece)
                 view = memoryview(piece)
                 while view:
                     written = os.write(out, view)
@@ -369,6 +388,9 @@ class Applier:
             os.fchmod(out, entry.mode)
         finally:
             os.close(out)
+        if hasher.digest() != entry.digest:
+            # Verified a moment ago; changed since. Never rename wrong bytes in.
+            raise CorruptObject(entry.digest, "content does not match its digest")
 
     def _chmod(self, path: str, entry: TreeEntry) -> None:
         fd, name = self.handles.parent(path)

@@ -51,8 +51,8 @@ class ScanOptions:
 
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     racy_margin_ns: int = DEFAULT_RACY_MARGIN_NS
-    #: A directory never recorded (the data dir, when it lies inside the root).
-    exclude_dir: str | None = None
+    #: Directories never recorded (earshot's data, when it lies inside the root).
+    exclude_dirs: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -132,7 +132,7 @@ class Scanner:
                 if not (same_rules and cached is not None and (cached[0] == _DIR) == is_dir):
                     if rules.is_ignored(join(rel, name), is_dir):
                         continue
-                    if is_dir and dirent.path == self.options.exclude_dir:
+                    if is_dir and dirent.path in self.options.exclude_dirs:
                         continue
                 st = dirent.stat(follow_symlinks=False)
             except FileNotFoundError:

@@ -50,6 +50,13 @@ def decode_snapshot(data: bytes | memoryview) -> Snapshot:
     """Parse a stored snapshot record."""
     try:
         doc = json.loads(bytes(data))
+        if not isinstance(doc, dict):
+            raise CorruptSnapshot("not a JSON object")
+        if not isinstance(doc.get("tree"), str):
+            raise CorruptSnapshot("no tree digest")
+        session = doc.get("session")
+        if session is not None and not isinstance(session, str):
+            raise CorruptSnapshot("session is not text")
         if doc.get("v") != 1:
             raise CorruptSnapshot(f"unknown version {doc.get('v')!r}")
         return Snapshot(
@@ -62,7 +69,9 @@ def decode_snapshot(data: bytes | memoryview) -> Snapshot:
             content_bytes=int(doc["content_bytes"]),
             unrecorded=int(doc["unrecorded"]),
         )
-    except (ValueError, KeyError, TypeError, EarshotError) as exc:
+    except CorruptSnapshot:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, EarshotError) as exc:
         raise CorruptSnapshot(str(exc)) from None
 
 

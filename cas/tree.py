@@ -93,6 +93,8 @@ def encode_tree(entries: Iterable[TreeEntry]) -> bytes:
         if entry.name == previous:
             raise CorruptTree(f"duplicate name {entry.name!r}")
         previous = entry.name
+        if not 0 <= entry.mode <= 0o7777:
+            raise CorruptTree(f"mode {entry.mode:o} of {entry.name!r}")
         out.append(encode_uvarint(len(entry.name)))
         out.append(entry.name)
         out.append(bytes((entry.kind,)))

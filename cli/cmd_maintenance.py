@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 from earshot.cas.project import Project
 
 from . import render
-from .common import EXIT_ERROR, Progress, project_command
+from .common import Progress, fail, project_command
 
 
 @click.command()
@@ -50,7 +48,7 @@ def fsck(project: Project, as_json: bool) -> None:
     doc, text = render.fsck_report(report)
     render.emit(doc, text, as_json)
     if not report.ok:
-        sys.exit(EXIT_ERROR)
+        fail(f"the store has {len(report.problems)} problems (listed on stdout)")
 
 
 @click.command()

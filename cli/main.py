@@ -79,6 +79,12 @@ def cli() -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    # File names that are not valid UTF-8 arrive as surrogate escapes; write
+    # them back as the original bytes rather than failing under a strict locale.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="surrogateescape")
     try:
         cli.main(prog_name="earshot", standalone_mode=True)
     except KeyboardInterrupt:

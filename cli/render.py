@@ -26,7 +26,9 @@ from earshot.cas.tree import TreeEntry
 def emit(doc: dict[str, Any], text: str, as_json: bool) -> None:
     """Print the result: the JSON document or the text."""
     if as_json:
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
+        # ASCII escapes keep undecodable file names (surrogates) valid JSON
+        # under any locale.
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=True, default=str) + "\n")
     elif text:
         click.echo(text)
 
@@ -149,7 +151,7 @@ def restored(res: Restored, target: Digest, dry_run: bool) -> tuple[dict[str, An
     doc = {
         "id": to_hex(target),
         "dry_run": dry_run,
-        "before": to_hex(res.before.digest),
+        "before": to_hex(res.before.digest) if res.before else None,
         "written": written,
         "deleted": deleted,
         "created_dirs": made,
@@ -167,10 +169,9 @@ def restored(res: Restored, target: Digest, dry_run: bool) -> tuple[dict[str, An
     lines += [f"  skipped {p}: {r}" for p, r in skipped]
     if not (written or deleted or made or removed or modes or skipped):
         lines.append("  nothing to do: the root already matches")
-    elif not dry_run:
-        lines.append(
-            f"the state before is snapshot {short(res.before.digest)} (restore it to go back)"
-        )
+    elif res.before is not None:
+        before = short(res.before.digest)
+        lines.append(f"the state before is snapshot {before} (restore it to go back)")
     return doc, "\n".join(lines)
 
 

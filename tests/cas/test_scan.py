@@ -1,0 +1,432 @@
+"""The Scanner over real directories: what it records, what it skips, and what it rereads."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from earshot.cas.digest import Digest, blob_digest
+from earshot.cas.objects import ObjectStore
+from earshot.cas.scan import TEMP_PREFIX, Scanner, ScanOptions, ScanReport
+from earshot.cas.statcache import SMUDGED, load_record
+from earshot.cas.tree import Kind, TreeEntry, Unrecorded
+
+AGED = ScanOptions(racy_margin_ns=20_000_000)  # files older than 20 ms are trusted
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[ObjectStore]:
+    s = ObjectStore.open(tmp_path / "store")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "root"
+    r.mkdir()
+    return r.resolve()
+
+
+def scan(
+    store: ObjectStore,
+    root: Path,
+    options: ScanOptions | None = None,
+    use_cache: bool = True,
+    progress: object = None,
+) -> tuple[Digest, ScanReport]:
+    with store.writer() as writer:
+        scanner = Scanner(root, writer, options, progress=progress, use_cache=use_cache)  # type: ignore[arg-type]
+        tree = scanner.scan_root(root.parent / "scan.marker")
+    return tree, scanner.report
+
+
+def flatten(store: ObjectStore, tree: Digest) -> dict[bytes, TreeEntry]:
+    """Every entry below a tree, by its path bytes."""
+    out: dict[bytes, TreeEntry] = {}
+    with store.reader() as reader:
+
+        def walk(digest: Digest, prefix: bytes) -> None:
+            for e in reader.read_tree(digest):
+                out[prefix + e.name] = e
+                if e.kind is Kind.DIR:
+                    assert e.digest is not None
+                    walk(e.digest, prefix + e.name + b"/")
+
+        walk(tree, b"")
+    return out
+
+
+def age(*paths: Path, seconds: float = 10) -> None:
+    """Push mtimes into the past (ctime stays: wait past the racy margin for that)."""
+    past = time.time_ns() - int(seconds * 1e9)
+    for p in paths:
+        os.utime(p, ns=(past, past), follow_symlinks=False)
+
+
+# -- what is recorded ---------------------------------------------------------------
+
+
+def test_scan_records_files_links_and_dirs_with_kind_mode_size_and_digest(
+    store: ObjectStore, root: Path
+) -> None:
+    (root / "f.txt").write_bytes(b"hello")
+    (root / "run.sh").write_bytes(b"#!/bin/sh\n")
+    (root / "run.sh").chmod(0o755)
+    (root / "sub").mkdir(mode=0o750)
+    (root / "sub").chmod(0o750)
+    (root / "sub" / "inner").write_bytes(b"")
+    (root / "empty").mkdir()
+    os.symlink("f.txt", root / "link")
+    os.symlink("sub", root / "dirlink")
+    os.symlink("/nonexistent/target", root / "dangling")
+    tree, report = scan(store, root)
+    entries = flatten(store, tree)
+    assert set(entries) == {
+        b"f.txt",
+        b"run.sh",
+        b"sub",
+        b"sub/inner",
+        b"empty",
+        b"link",
+        b"dirlink",
+        b"dangling",
+    }
+    assert entries[b"f.txt"] == TreeEntry(b"f.txt", Kind.FILE, 0o644, 5, blob_digest(b"hello"))
+    assert entries[b"run.sh"].mode == 0o755
+    assert entries[b"sub"].kind is Kind.DIR and entries[b"sub"].mode == 0o750
+    assert entries[b"sub/inner"] == TreeEntry(b"inner", Kind.FILE, 0o644, 0, blob_digest(b""))
+    assert entries[b"link"] == TreeEntry(b"link", Kind.SYMLINK, 0o777, 5, blob_digest(b"f.txt"))
+    assert entries[b"dirlink"].kind is Kind.SYMLINK
+    assert entries[b"dangling"].digest == blob_digest(b"/nonexistent/target")
+    assert (report.files, report.content_bytes, report.files_read) == (3, 15, 3)
+    with store.reader() as reader:
+        assert reader.read_blob(entries[b"link"].digest) == b"f.txt"  # type: ignore[arg-type]
+
+
+def test_scan_does_not_follow_a_symlink_to_a_directory_outside_the_root(
+    store: ObjectStore, root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"not ours")
+    os.symlink(outside, root / "out")
+    tree, report = scan(store, root)
+    assert list(flatten(store, tree)) == [b"out"]
+    assert report.files == 0
+    with store.reader() as reader:
+        assert not reader.has(blob_digest(b"not ours"))
+
+
+def test_scan_records_unicode_and_undecodable_names_as_their_bytes(
+    store: ObjectStore, root: Path
+) -> None:
+    (root / "ünïcödé 名前.txt").write_bytes(b"u")
+    with open(os.path.join(os.fsencode(root), b"bad\xff"), "wb") as handle:
+        handle.write(b"undecodable")
+    os.mkdir(os.path.join(os.fsencode(root), b"dir\xfe"))
+    with open(os.path.join(os.fsencode(root), b"dir\xfe", b"x\x01y"), "wb") as handle:
+        handle.write(b"ctl")
+    tree, _ = scan(store, root)
+    entries = flatten(store, tree)
+    assert set(entries) == {"ünïcödé 名前.txt".encode(), b"bad\xff", b"dir\xfe", b"dir\xfe/x\x01y"}
+    assert entries[b"bad\xff"].digest == blob_digest(b"undecodable")
+
+
+def test_scan_skips_git_entries_and_restore_temp_files_at_every_level(
+    store: ObjectStore, root: Path
+) -> None:
+    (root / ".git" / "objects").mkdir(parents=True)
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (root / "sub" / ".git").mkdir(parents=True)
+    (root / "sub" / ".git" / "config").write_text("[core]\n")
+    (root / "wt").mkdir()
+    (root / "wt" / ".git").write_text("gitdir: ../.git/worktrees/wt\n")
+    (root / f"{TEMP_PREFIX}abc-1").write_bytes(b"half written")
+    (root / "sub" / f"{TEMP_PREFIX}abc-2").write_bytes(b"half written")
+    (root / "sub" / "kept").write_bytes(b"k")
+    (root / ".gitkeep").write_bytes(b"")
+    tree, report = scan(store, root)
+    assert set(flatten(store, tree)) == {b"sub", b"sub/kept", b"wt", b".gitkeep"}
+    assert report.files == 2
+
+
+def test_scan_skips_the_excluded_directory(store: ObjectStore, root: Path) -> None:
+    (root / "data" / "store").mkdir(parents=True)
+    (root / "data" / "store" / "data.mdb").write_bytes(b"db")
+    (root / "data" / "notes").write_bytes(b"n")
+    (root / "f").write_bytes(b"f")
+    tree, _ = scan(store, root, ScanOptions(exclude_dirs=frozenset({str(root / "data" / "store")})))
+    assert set(flatten(store, tree)) == {b"data", b"data/notes", b"f"}
+
+
+def test_scan_skips_paths_the_root_gitignore_excludes(store: ObjectStore, root: Path) -> None:
+    (root / ".gitignore").write_text("*.log\nbuild/\n")
+    (root / "a.log").write_bytes(b"log")
+    (root / "build").mkdir()
+    (root / "build" / "out.o").write_bytes(b"obj")
+    (root / "src").mkdir()
+    (root / "src" / "b.log").write_bytes(b"log")
+    (root / "src" / "main.c").write_bytes(b"int main;")
+    tree, _ = scan(store, root)
+    assert set(flatten(store, tree)) == {b".gitignore", b"src", b"src/main.c"}
+
+
+# -- unrecorded entries ---------------------------------------------------------------
+
+
+def test_scan_records_a_file_over_the_size_limit_as_unrecorded_without_reading_it(
+    store: ObjectStore, root: Path
+) -> None:
+    (root / "big").write_bytes(b"x" * 1001)
+    (root / "fits").write_bytes(b"x" * 1000)
+    tree, report = scan(store, root, ScanOptions(max_file_size=1000))
+    entries = flatten(store, tree)
+    assert entries[b"big"] == TreeEntry(
+        b"big", Kind.UNRECORDED, 0o644, 1001, None, Unrecorded.TOO_LARGE
+    )
+    assert entries[b"fits"].kind is Kind.FILE
+    assert report.unrecorded == [("big", Unrecorded.TOO_LARGE)]
+    assert (report.files, report.files_read, report.content_bytes) == (2, 1, 2001)
+    with store.reader() as reader:
+        assert not reader.has(blob_digest(b"x" * 1001))
+
+
+def test_scan_records_a_fifo_as_unrecorded_special_and_does_not_block(
+    store: ObjectStore, root: Path
+) -> None:
+    os.mkfifo(root / "pipe")
+    (root / "f").write_bytes(b"f")
+    result: list[tuple[Digest, ScanReport]] = []
+    worker = threading.Thread(target=lambda: result.append(scan(store, root)), daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert not worker.is_alive(), "scan blocked on a fifo"
+    tree, report = result[0]
+    assert flatten(store, tree)[b"pipe"].reason is Unrecorded.SPECIAL
+    assert report.unrecorded == [("pipe", Unrecorded.SPECIAL)]
+    assert any("pipe" in w for w in report.warnings)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file whatever its mode")
+def test_scan_records_an_unreadable_file_as_unrecorded(store: ObjectStore, root: Path) -> None:
+    (root / "secret").write_bytes(b"s")
+    (root / "secret").chmod(0)
+    try:
+        tree, report = scan(store, root)
+    finally:
+        (root / "secret").chmod(0o600)
+    assert flatten(store, tree)[b"secret"].reason is Unrecorded.UNREADABLE
+    assert report.unrecorded == [("secret", Unrecorded.UNREADABLE)]
+
+
+def test_scan_records_a_file_it_may_not_open_as_unrecorded(
+    store: ObjectStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same path as chmod 000 for a non-root user, reached by refusing the open.
+    (root / "secret").write_bytes(b"s")
+    (root / "ok").write_bytes(b"o")
+    real_open = os.open
+
+    def refusing(path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[no-untyped-def]
+        if os.fsdecode(path) == str(root / "secret"):
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "open", refusing)
+    tree, report = scan(store, root)
+    monkeypatch.undo()
+    entries = flatten(store, tree)
+    assert entries[b"secret"] == TreeEntry(
+        b"secret", Kind.UNRECORDED, 0o644, 1, None, Unrecorded.UNREADABLE
+    )
+    assert entries[b"ok"].kind is Kind.FILE
+    assert report.unrecorded == [("secret", Unrecorded.UNREADABLE)]
+
+
+def test_scan_records_a_directory_it_may_not_list_as_unrecorded(
+    store: ObjectStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "locked").mkdir()
+    (root / "locked" / "inside").write_bytes(b"i")
+    real_scandir = os.scandir
+
+    def refusing(path):  # type: ignore[no-untyped-def]
+        if os.fsdecode(path) == str(root / "locked"):
+            raise PermissionError(13, "Permission denied", path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    tree, report = scan(store, root)
+    monkeypatch.undo()
+    assert flatten(store, tree) == {
+        b"locked": TreeEntry(b"locked", Kind.UNRECORDED, 0o755, 0, None, Unrecorded.UNREADABLE)
+    }
+    assert report.unrecorded == [("locked", Unrecorded.UNREADABLE)]
+
+
+def test_scan_omits_a_file_that_vanishes_before_it_is_opened(
+    store: ObjectStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "gone").write_bytes(b"g")
+    (root / "stays").write_bytes(b"s")
+    real_open = os.open
+
+    def vanishing(path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[no-untyped-def]
+        if os.fsdecode(path) == str(root / "gone"):
+            os.unlink(path)
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "open", vanishing)
+    tree, _ = scan(store, root)
+    monkeypatch.undo()
+    assert set(flatten(store, tree)) == {b"stays"}
+
+
+def test_scan_records_a_file_that_keeps_changing_but_does_not_trust_it_next_time(
+    store: ObjectStore, root: Path
+) -> None:
+    path = root / "busy"
+    path.write_bytes(b"busy")
+    age(path)
+    time.sleep(0.05)
+    with store.writer() as writer:
+        real_put_file = writer.put_file
+
+        def put_and_touch(fd: int, size: int) -> Digest:
+            digest = real_put_file(fd, size)
+            os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))  # a writer is busy
+            return digest
+
+        writer.put_file = put_and_touch  # type: ignore[method-assign]
+        scanner = Scanner(root, writer, AGED)
+        tree = scanner.scan_root(root.parent / "scan.marker")
+    assert any("kept changing" in w for w in scanner.report.warnings)
+    assert flatten(store, tree)[b"busy"].digest == blob_digest(b"busy")
+    _, again = scan(store, root, AGED)
+    assert again.files_read == 1
+
+
+# -- the stat cache -----------------------------------------------------------------
+
+
+def make_aged_tree(root: Path, dirs: int = 3, files: int = 4) -> None:
+    for d in range(dirs):
+        (root / f"d{d}").mkdir()
+        for f in range(files):
+            (root / f"d{d}" / f"f{f}").write_bytes(f"{d}/{f}".encode())
+    time.sleep(0.05)  # past AGED's racy margin
+
+
+def test_second_scan_reads_only_the_changed_file_and_keeps_other_subtree_digests(
+    store: ObjectStore, root: Path
+) -> None:
+    make_aged_tree(root)
+    first, report = scan(store, root, AGED)
+    assert report.files_read == 12
+    (root / "d1" / "f2").write_bytes(b"changed")
+    second, report = scan(store, root, AGED)
+    assert (report.files_read, report.files) == (1, 12)
+    before, after = flatten(store, first), flatten(store, second)
+    assert before[b"d0"] == after[b"d0"] and before[b"d2"] == after[b"d2"]
+    assert before[b"d1"] != after[b"d1"]
+    assert after[b"d1/f2"].digest == blob_digest(b"changed")
+    assert first != second
+
+
+def test_unchanged_tree_scans_to_the_same_digest_without_reading_a_file(
+    store: ObjectStore, root: Path
+) -> None:
+    make_aged_tree(root)
+    first, _ = scan(store, root, AGED)
+    second, report = scan(store, root, AGED)
+    assert second == first
+    assert (report.files_read, report.bytes_read, report.files) == (0, 0, 12)
+
+
+def test_scan_without_the_cache_reads_every_file_and_gets_the_same_digest(
+    store: ObjectStore, root: Path
+) -> None:
+    make_aged_tree(root)
+    first, _ = scan(store, root, AGED)
+    second, report = scan(store, root, AGED, use_cache=False)
+    assert second == first
+    assert report.files_read == 12
+
+
+def test_file_modified_within_the_racy_margin_is_smudged_and_read_again(
+    store: ObjectStore, root: Path
+) -> None:
+    (root / "fresh").write_bytes(b"fresh")
+    (root / "old").write_bytes(b"old")
+    time.sleep(0.05)
+    (root / "fresh").write_bytes(b"FRESH")  # within the margin of the scan below
+    tree, _ = scan(store, root, ScanOptions(racy_margin_ns=30_000_000))
+    with store.reader() as reader:
+        record = load_record(reader.view, "")
+    assert record is not None and record.tree == tree
+    assert record.entries["fresh"][3] == SMUDGED
+    assert record.entries["old"][3] == (root / "old").stat().st_mtime_ns
+    time.sleep(0.05)
+    again, report = scan(store, root, ScanOptions(racy_margin_ns=30_000_000))
+    assert report.files_read == 1  # "fresh" only
+    assert again == tree
+
+
+def test_same_size_edit_with_mtime_put_back_is_seen_through_ctime(
+    store: ObjectStore, root: Path
+) -> None:
+    path = root / "f"
+    path.write_bytes(b"version-1")
+    time.sleep(0.05)
+    first, _ = scan(store, root, AGED)
+    with store.reader() as reader:
+        record = load_record(reader.view, "")
+    assert record is not None and record.entries["f"][3] != SMUDGED  # trusted by mtime
+    assert flatten(store, first)[b"f"].digest == blob_digest(b"version-1")
+    st = path.stat()
+    path.write_bytes(b"version-2")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_mtime_ns == st.st_mtime_ns and path.stat().st_size == st.st_size
+    second, report = scan(store, root, AGED)
+    assert report.files_read == 1
+    assert flatten(store, second)[b"f"].digest == blob_digest(b"version-2")
+
+
+def test_progress_reports_a_growing_count_that_ends_at_the_entries_walked(
+    store: ObjectStore, root: Path
+) -> None:
+    for d in range(3):
+        (root / f"d{d}").mkdir()
+        for f in range(5):
+            (root / f"d{d}" / f"f{f}").write_bytes(b"")
+    seen: list[int] = []
+    scan(store, root, progress=seen.append)
+    assert seen, "no progress reported"
+    assert seen == sorted(seen)
+    assert seen[-1] == 3 + 15
+
+
+def test_scan_stores_each_distinct_content_once(store: ObjectStore, root: Path) -> None:
+    for i in range(10):
+        (root / f"copy{i}").write_bytes(b"same content")
+    with store.writer() as writer:
+        Scanner(root, writer).scan_root(root.parent / "scan.marker")
+        blobs = [d for d in writer._pending.values() if d.type.name == "BLOB"]
+    assert len(blobs) == 1
+
+
+def test_scan_records_modes_of_files_with_special_bits(store: ObjectStore, root: Path) -> None:
+    (root / "s").write_bytes(b"s")
+    (root / "s").chmod(0o4755)
+    (root / "sticky").mkdir()
+    (root / "sticky").chmod(0o1777)
+    tree, _ = scan(store, root)
+    entries = flatten(store, tree)
+    assert entries[b"s"].mode == stat.S_IMODE((root / "s").stat().st_mode) == 0o4755
+    assert entries[b"sticky"].mode == 0o1777

@@ -1,0 +1,118 @@
+"""--version, --help, per-command help, usage errors, and the lazy imports they rely on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import version
+from typing import TYPE_CHECKING
+
+import pytest
+from click.testing import CliRunner
+from earshot.cli.main import COMMANDS, cli
+
+if TYPE_CHECKING:
+    from conftest import Earshot
+
+README_COMMANDS = ["snapshot", "snapshots", "diff", "restore", "forget", "gc", "fsck", "stats"]
+STORAGE_LIBRARIES = {"lmdb", "blake3", "zstandard"}
+
+
+def test_version_prints_the_installed_version_and_exits_0(es: Earshot) -> None:
+    result = es.run("--version")
+    assert result.stdout.strip() == f"earshot, version {version('earshot')}"
+    assert result.stderr == ""
+
+
+def test_help_lists_every_command_and_the_exit_codes(es: Earshot) -> None:
+    out = es.run("--help").stdout
+    listed = {line.split()[0] for line in out.split("Commands:", 1)[1].splitlines() if line.strip()}
+    assert set(README_COMMANDS) <= listed
+    assert listed == set(COMMANDS)  # every registered command, none missing
+    assert "Exit codes" in out
+
+
+def test_short_help_option_is_the_same_as_help() -> None:
+    runner = CliRunner()
+    assert runner.invoke(cli, ["-h"]).stdout == runner.invoke(cli, ["--help"]).stdout
+
+
+@pytest.mark.parametrize("command", README_COMMANDS)
+def test_command_help_works_and_shows_the_common_options(command: str) -> None:
+    result = CliRunner().invoke(cli, [command, "--help"], prog_name="earshot")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"Usage: earshot {command} ")
+    for option in ("--root", "--json", "--verbose"):
+        assert option in result.stdout
+
+
+def test_command_help_in_a_real_process_creates_no_store(es: Earshot) -> None:
+    result = es.run("restore", "--help")
+    assert "--dry-run" in result.stdout and "--force" in result.stdout
+    assert not es.home.exists()
+
+
+def _imported_modules(argv: list[str], es: Earshot) -> set[str]:
+    code = (
+        "import sys; from earshot.cli.main import cli; "
+        f"sys.argv = {['earshot', *argv]!r}; cli.main(prog_name='earshot')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code],
+        cwd=es.root,
+        env=es.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    names = {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "earshot.cli.main" in names  # the log is real
+    return names
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"]], ids=["version", "help"])
+def test_version_and_help_import_no_storage_library(es: Earshot, argv: list[str]) -> None:
+    names = _imported_modules(argv, es)
+    loaded = {n for n in names if n.split(".")[0] in STORAGE_LIBRARIES}
+    assert loaded == set()
+    assert not any(n.startswith("earshot.cas") for n in names)
+
+
+def test_unknown_option_is_a_usage_error_exit_2(es: Earshot) -> None:
+    result = es.run("snapshot", "--no-such-option", expect=2)
+    assert result.stdout == ""
+    assert "No such option" in result.stderr
+
+
+def test_unknown_command_is_a_usage_error_exit_2(es: Earshot) -> None:
+    result = es.run("no-such-command", expect=2)
+    assert result.stdout == ""
+
+
+def test_global_position_of_command_options_is_a_usage_error(es: Earshot) -> None:
+    # Options go after the command name: `earshot --json snapshots` is not accepted.
+    es.run("--json", "snapshots", expect=2)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["restore"], ["diff"], ["forget"], ["restore", "a", "b"], ["diff", "a", "b", "c"]],
+    ids=["restore-no-id", "diff-no-id", "forget-no-id", "restore-two-ids", "diff-three-ids"],
+)
+def test_wrong_argument_count_is_a_usage_error(argv: list[str]) -> None:
+    result = CliRunner().invoke(cli, argv, prog_name="earshot")
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+
+
+def test_snapshot_accepts_options_after_paths() -> None:
+    # Pure argument handling: --help after a PATH is still the option.
+    result = CliRunner().invoke(cli, ["snapshot", "a.txt", "--help"], prog_name="earshot")
+    assert result.exit_code == 0
+    assert "Usage: earshot snapshot" in result.stdout

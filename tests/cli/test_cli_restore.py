@@ -1,0 +1,165 @@
+"""`earshot restore`: naming a snapshot, keeping or deleting extras, dry runs, undo, journals."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from conftest import Earshot
+
+
+def _base(es: Earshot) -> str:
+    """A small tree with a subdirectory, an executable and a symlink; its snapshot id."""
+    es.write("a.txt", "alpha\n")
+    es.write("b.txt", "beta\n")
+    es.write("d/c.txt", "gamma\n")
+    es.write("bin/run.sh", "#!/bin/sh\necho hi\n", mode=0o755)
+    (es.root / "link").symlink_to("a.txt")
+    return es.snap("-m", "base")
+
+
+def _mess_up(es: Earshot) -> None:
+    """Edit, delete, add a file, add a directory, change a mode."""
+    es.write("a.txt", "alpha, edited\n")
+    (es.root / "b.txt").unlink()
+    es.write("extra.txt", "not in the snapshot\n")
+    es.write("newdir/deep/x.txt", "x\n")
+    (es.root / "bin/run.sh").chmod(0o644)
+
+
+def test_restore_by_full_id_then_by_8_hex_prefix_brings_files_back(
+    es: Earshot, list_tree: Any
+) -> None:
+    base = _base(es)
+    wanted = list_tree(es.root)
+    es.write("a.txt", "changed\n")
+    (es.root / "d/c.txt").unlink()
+    doc = es.json("restore", base)
+    assert doc["id"] == base
+    assert doc["dry_run"] is False
+    assert sorted(doc["written"]) == ["a.txt", "d/c.txt"]
+    assert list_tree(es.root) == wanted
+
+    es.write("a.txt", "changed again\n")
+    assert es.json("restore", base[:8])["id"] == base
+    assert list_tree(es.root) == wanted
+
+    # A prefix is case-insensitive; restoring the state the root is in does nothing.
+    doc = es.json("restore", base[:10].upper())
+    assert doc["id"] == base
+    assert doc["written"] == doc["deleted"] == doc["skipped"] == []
+    assert list_tree(es.root) == wanted
+
+
+def test_restore_bad_id_exits_1_with_one_line_and_empty_stdout(
+    es: Earshot, list_tree: Any, check_error: Any
+) -> None:
+    base = _base(es)
+    es.write("a.txt", "changed\n")
+    before = list_tree(es.root, mtimes=True)
+    unknown_full = ("0" if base[0] != "0" else "1") + base[1:]
+    unknown_prefix = unknown_full[:8]
+    bad = [
+        (base[:7], "at least 8"),
+        ("not-hex!", "hex"),
+        (unknown_prefix, "no snapshot"),
+        (unknown_full, "no snapshot"),
+    ]
+    for i, (text, expected) in enumerate(bad):
+        extra = ("--json",) if i % 2 else ()
+        line = check_error(es.run("restore", text, *extra, expect=None))
+        assert expected in line, line
+    assert list_tree(es.root, mtimes=True) == before
+    assert len(es.ids()) == 1  # a bad id records no "before" snapshot
+
+
+def test_restore_without_force_keeps_extra_files_and_exits_3(es: Earshot, list_tree: Any) -> None:
+    base = _base(es)
+    _mess_up(es)
+    result = es.run("restore", base, "--json", expect=3)
+    doc = result.json()
+    skipped = {s["path"] for s in doc["skipped"]}
+    assert {"extra.txt", "newdir/deep/x.txt"} <= skipped
+    assert all(s["reason"] for s in doc["skipped"])
+    assert doc["deleted"] == []
+    # Extras kept, everything else restored.
+    assert (es.root / "extra.txt").read_text() == "not in the snapshot\n"
+    assert (es.root / "newdir/deep/x.txt").read_text() == "x\n"
+    assert (es.root / "a.txt").read_text() == "alpha\n"
+    assert (es.root / "b.txt").read_text() == "beta\n"
+    assert (es.root / "bin/run.sh").stat().st_mode & 0o777 == 0o755
+    # The same in text: each skipped path listed, the state before named; still exit 3.
+    lines = es.run("restore", base, expect=3).stdout.splitlines()
+    assert any(line.split()[:2] == ["skipped", "extra.txt:"] for line in lines), lines
+    assert re.search(r"state before is snapshot [0-9a-f]{12}\b", lines[-1]), lines
+
+
+def test_restore_force_mirrors_the_snapshot_exactly_and_exits_0(
+    es: Earshot, list_tree: Any
+) -> None:
+    base = _base(es)
+    wanted = list_tree(es.root)
+    _mess_up(es)
+    doc = es.json("restore", base, "--force")
+    assert doc["skipped"] == []
+    assert {"extra.txt", "newdir/deep/x.txt"} <= set(doc["deleted"])
+    assert list_tree(es.root) == wanted
+
+
+def test_restore_dry_run_lists_the_plan_and_changes_nothing(es: Earshot, list_tree: Any) -> None:
+    base = _base(es)
+    _mess_up(es)
+    before = list_tree(es.root, mtimes=True)
+
+    forced = es.run("restore", base, "--dry-run", "--force", "--json").json()
+    assert forced["dry_run"] is True
+    assert {"a.txt", "b.txt"} <= set(forced["written"])
+    assert {"extra.txt", "newdir/deep/x.txt"} <= set(forced["deleted"])
+    assert forced["skipped"] == []
+
+    kept = es.run("restore", base, "--dry-run", "--json", expect=3).json()
+    assert kept["dry_run"] is True
+    assert {"a.txt", "b.txt"} <= set(kept["written"])
+    assert kept["deleted"] == []
+    assert {"extra.txt", "newdir/deep/x.txt"} <= {s["path"] for s in kept["skipped"]}
+
+    text = es.run("restore", base, "--dry-run", "--force").stdout
+    assert "would write" in text and "would delete" in text
+
+    assert list_tree(es.root, mtimes=True) == before
+
+
+def test_restoring_the_before_id_undoes_the_restore(es: Earshot, list_tree: Any) -> None:
+    base = _base(es)
+    _mess_up(es)
+    messed = list_tree(es.root)
+    doc = es.json("restore", base, "--force")
+    assert list_tree(es.root) != messed
+    es.json("restore", doc["before"], "--force")
+    assert list_tree(es.root) == messed
+
+
+def test_interrupted_restore_is_reported_and_cleaned_by_the_next_restore(es: Earshot) -> None:
+    base = _base(es)
+    store = es.store_dir()
+    tag = "0123456789ab"
+    leftover = es.write(f".earshot-tmp-{tag}-1", "half-written\n")
+    journal = {"target": base, "tag": tag, "started_ns": time.time_ns(), "dirs": [""]}
+    (store / "restore.journal").write_text(json.dumps(journal))
+
+    for args in (("snapshots", "--json"), ("snapshot", "--json")):
+        result = es.run(*args)
+        result.json()  # stdout stays exactly one JSON document
+        notices = [line for line in result.stderr.splitlines() if "interrupted" in line]
+        assert len(notices) == 1, str(result)
+        assert notices[0].startswith("earshot: ")
+        assert base[:12] in notices[0]
+    assert leftover.exists()
+
+    es.json("restore", base)
+    assert not leftover.exists()
+    assert not (store / "restore.journal").exists()
+    assert "interrupted" not in es.run("snapshots").stderr

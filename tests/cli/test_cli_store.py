@@ -1,0 +1,152 @@
+"""`earshot stats`, `fsck` (healthy and with a flipped byte), `forget` and `gc`."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import blake3
+import pytest
+
+if TYPE_CHECKING:
+    from conftest import Earshot
+
+STATS_NUMBERS = (
+    "snapshots",
+    "content_bytes",
+    "stored_bytes",
+    "disk_bytes",
+    "disk_per_content_byte",
+    "compression_ratio",
+    "dedup_ratio",
+)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _object_count(stats: dict[str, Any]) -> int:
+    objects = stats["objects"]
+    return sum(objects.values()) if isinstance(objects, dict) else int(objects)
+
+
+def test_stats_json_has_every_figure_as_a_number(es: Earshot) -> None:
+    es.write("a.txt", "hello " * 200)
+    es.write("b.txt", "hello " * 200)  # same content: deduplicated
+    es.snap()
+    stats = es.json("stats")
+    for key in STATS_NUMBERS:
+        assert _is_number(stats[key]), (key, stats[key])
+    # "objects" is a count per object type, each a number.
+    assert isinstance(stats["objects"], dict)
+    assert all(_is_number(n) for n in stats["objects"].values())
+    assert stats["snapshots"] == 1
+    assert stats["objects"]["blob"] == 1
+    assert stats["objects"]["snapshot"] == 1
+    assert stats["content_bytes"] == 1200
+    assert stats["disk_bytes"] > 0
+
+
+def test_stats_on_an_empty_store_is_all_zero_not_an_error(es: Earshot) -> None:
+    stats = es.json("stats")
+    assert stats["snapshots"] == 0
+    assert _object_count(stats) == 0
+    for key in ("disk_per_content_byte", "compression_ratio", "dedup_ratio"):
+        assert stats[key] == 0
+
+
+def test_fsck_on_a_healthy_store_exits_0_ok(es: Earshot) -> None:
+    es.write("a.txt", "a\n")
+    es.write("d/b.txt", "b\n")
+    es.snap()
+    doc = es.json("fsck")
+    assert doc["ok"] is True
+    assert doc["problems"] == []
+    assert doc["snapshots"] == 1
+    assert doc["objects"] > 0
+    assert "ok" in es.run("fsck").stdout
+
+
+def _corrupt_marker(es: Earshot) -> tuple[str, bytes, str]:
+    """Snapshot an incompressible file, then flip one byte of it in data.mdb.
+
+    Returns the snapshot id, the true content and the blob's hex digest.
+    """
+    marker = os.urandom(3000)  # zstd cannot shrink it: stored raw
+    es.write("marker.bin", marker)
+    es.write("other.txt", "other\n")
+    snap_id = es.snap()
+    (data_mdb,) = list((es.home / "checkpoints").glob("*/data.mdb"))
+    needle = marker[1000:1032]
+    with open(data_mdb, "r+b") as f:
+        data = f.read()
+        offsets = []
+        at = data.find(needle)
+        while at != -1:
+            offsets.append(at)
+            at = data.find(needle, at + 1)
+        assert offsets, "the marker is not stored raw in data.mdb"
+        for at in offsets:  # every copy, so a stale page cannot mask it
+            f.seek(at + 7)
+            f.write(bytes([data[at + 7] ^ 0x5A]))
+    return snap_id, marker, blake3.blake3(marker).hexdigest()
+
+
+def test_fsck_after_a_flipped_byte_exits_1_naming_the_object(es: Earshot) -> None:
+    _, _, digest = _corrupt_marker(es)
+    result = es.run("fsck", "--json", expect=1)
+    doc = result.json()
+    assert doc["ok"] is False
+    assert doc["problems"]
+    assert any(digest[:12] in problem for problem in doc["problems"]), doc["problems"]
+    text = es.run("fsck", expect=1).stdout
+    assert digest[:12] in text
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["keep", "force"])
+def test_restore_of_a_corrupt_blob_never_writes_wrong_bytes(
+    es: Earshot, check_error: Any, force: bool
+) -> None:
+    snap_id, marker, _ = _corrupt_marker(es)
+    (es.root / "marker.bin").unlink()
+    result = es.run("restore", snap_id, *(["--force"] if force else []), "--json", expect=None)
+    path = es.root / "marker.bin"
+    if path.exists():
+        assert path.read_bytes() == marker, f"restore wrote corrupt content\n{result}"
+    elif result.rc == 3:
+        # Reported and skipped is acceptable too.
+        assert "marker.bin" in {s["path"] for s in result.json()["skipped"]}, str(result)
+    else:
+        # Or an error: exit 1, one line.
+        check_error(result)
+
+
+def test_gc_after_forget_drops_what_only_that_snapshot_used(es: Earshot) -> None:
+    es.write("keep.txt", "kept\n")
+    es.write("old.bin", os.urandom(200_000))
+    old = es.snap()
+    (es.root / "old.bin").unlink()
+    es.snap()
+    before = es.json("stats")
+
+    assert es.json("forget", old[:8]) == {"forgotten": [old]}
+    report = es.json("gc", "--compact")
+    assert report["dead_objects"] > 0
+    assert _is_number(report["disk_bytes_before"])
+    assert _is_number(report["disk_bytes_after"])
+    assert report["disk_bytes_after"] <= report["disk_bytes_before"]
+
+    after = es.json("stats")
+    assert after["snapshots"] == 1
+    assert _object_count(after) < _object_count(before)
+    assert after["content_bytes"] < before["content_bytes"]
+    assert after["disk_bytes"] == report["disk_bytes_after"]
+
+
+def test_forget_of_an_unknown_id_exits_1_one_line(es: Earshot, check_error: Any) -> None:
+    es.write("a.txt", "a\n")
+    snap_id = es.snap()
+    other = ("0" if snap_id[0] != "0" else "1") + snap_id[1:]
+    check_error(es.run("forget", other, "--json", expect=None))
+    assert es.ids() == [snap_id]
