@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+import structlog
 from earshot.cas.diff import diff_trees
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
@@ -47,6 +48,8 @@ from .records import (
     put_session,
 )
 from .tracker import ChangeTracker, NullTracker
+
+log = structlog.get_logger("earshot.agent")
 
 DEFAULT_BUDGET_NS = 200_000_000
 #: Overrides the budget, in milliseconds, for every engine of this process.
@@ -129,12 +132,14 @@ class Engine:
     # -- snapshots ------------------------------------------------------------
 
     def _full(self, note: str) -> Recorded:
+        log.debug("policy", restage="full", why=note)
         rec = self.project.record(None, note=note, session=self.session.id, listed=False)
         self._settle(rec, exact=True)
         return rec
 
     def _scoped(self, paths: set[str], note: str) -> Recorded:
         assert self.tree is not None
+        log.debug("policy", restage="scoped", paths=len(paths), why=note)
         rec = self.project.record(
             sorted(paths), base=self.tree, note=note, session=self.session.id, listed=False
         )
@@ -218,6 +223,7 @@ class Engine:
             ledger.extend(self._diff(pre, self.tree or pre, index if exact_pre else BY_RESTAGE))
             return proc.returncode, output, False
         self.exact = False  # its changes go into the next snapshot, unattributed
+        log.info("folded", command=command, restage_cost_ms=(cost or 0) // 1_000_000)
         return proc.returncode, output, True
 
     def _exists(self, path: str) -> bool:
@@ -341,6 +347,9 @@ def record_batch(
             targets=targets,
         )
         put_batch(txn, batch)
+        log.info(
+            "batch", session=batch.session, seq=seq, kind=kind.value, changes=len(batch.ledger)
+        )
         written = tuple(dict.fromkeys((*current.written, *engine.session.written)))
         engine.session = SessionRecord(current.id, current.created_ns, now, seq + 1, written)
         put_session(txn, engine.session)
