@@ -200,44 +200,75 @@ class Reverter:
 
 def undo(engine: Engine, count: int = 1, force: bool = False, dry_run: bool = False) -> Impact:
     """Revert the session's last ``count`` undoable batches."""
-    project = engine.project
-    with project_lock(project):
-        with project.store.backend.read() as view:
-            history = session_batches(view, engine.session.id)
-        candidates = [b for b in history if b.undoable]
+    with project_lock(engine.project):
+        candidates = [b for b in _history(engine) if b.undoable]
         if not candidates:
             raise NothingToUndo("undo")
-        targets = candidates[-count:]
-        impact = Impact(batches=[b.seq for b in reversed(targets)])
-        anchor = _tree_of(project, targets[0].before)
-        outcome = Reverter(engine).run(_steps(targets), anchor, impact, force, dry_run, True)
-        if outcome is None:
-            return impact
-        before, after = outcome
-        ledger = _self_ledger(project, before, after, impact)
-        batch = record_batch(
-            project,
-            engine,
-            BatchKind.UNDO,
-            ({"tool": "undo", "count": count},),
-            before,
-            after,
-            ledger,
-            False,
-            tuple(b.seq for b in targets),
-        )
-        _mark(project, engine.session.id, [b.seq for b in targets], undone_by=batch.seq)
-        impact.record = batch.seq
+        call: dict[str, object] = {"tool": "undo", "count": count}
+        return _revert(engine, candidates[-count:], BatchKind.UNDO, call, force, dry_run)
+
+
+def undo_batches(
+    engine: Engine,
+    seqs: list[int],
+    force: bool = False,
+    dry_run: bool = False,
+    kind: BatchKind = BatchKind.REWIND,
+) -> Impact:
+    """Revert the named batches of the session that are still undoable (rewind --code).
+
+    Batches already undone, self-created or that changed nothing are passed
+    over; with none left, NothingToUndo: there is nothing to restore.
+    """
+    wanted = set(seqs)
+    with project_lock(engine.project):
+        targets = [b for b in _history(engine) if b.seq in wanted and b.undoable]
+        if not targets:
+            raise NothingToUndo("restore")
+        call: dict[str, object] = {"tool": kind.value, "batches": sorted(wanted)}
+        return _revert(engine, targets, kind, call, force, dry_run)
+
+
+def _history(engine: Engine) -> list[Batch]:
+    with engine.project.store.backend.read() as view:
+        return session_batches(view, engine.session.id)
+
+
+def _revert(
+    engine: Engine,
+    targets: list[Batch],
+    kind: BatchKind,
+    call: dict[str, object],
+    force: bool,
+    dry_run: bool,
+) -> Impact:
+    """Revert ``targets`` (in seq order) and record it as a batch of ``kind``."""
+    project = engine.project
+    impact = Impact(batches=[b.seq for b in reversed(targets)])
+    anchor = _tree_of(project, targets[0].before)
+    outcome = Reverter(engine).run(_steps(targets), anchor, impact, force, dry_run, True)
+    if outcome is None:
         return impact
+    before, after = outcome
+    ledger = _self_ledger(project, before, after, impact)
+    seqs = tuple(b.seq for b in targets)
+    batch = record_batch(project, engine, kind, (call,), before, after, ledger, False, seqs)
+    _mark(project, engine.session.id, list(seqs), undone_by=batch.seq)
+    impact.record = batch.seq
+    return impact
 
 
 def redo(engine: Engine, force: bool = False, dry_run: bool = False) -> Impact:
-    """Replay the most recent undo that has not been redone."""
+    """Replay the most recent undo (or rewind) that has not been redone."""
     project = engine.project
     with project_lock(project):
         with project.store.backend.read() as view:
             history = session_batches(view, engine.session.id)
-        undos = [b for b in history if b.kind is BatchKind.UNDO and b.redone_by is None]
+        undos = [
+            b
+            for b in history
+            if b.kind in (BatchKind.UNDO, BatchKind.REWIND) and b.redone_by is None
+        ]
         if not undos:
             raise NothingToUndo("redo")
         last = undos[-1]
