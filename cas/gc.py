@@ -9,16 +9,15 @@ writer in another process could otherwise dedup against an object being swept.
 
 from __future__ import annotations
 
-import marshal
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import structlog
-
 from .digest import Digest
+from .logs import get_logger
 from .objects import Location, ObjectStore, ObjectWriter, pack_key
 from .reach import reachable
 from .statcache import TABLE as STATCACHE
+from .statcache import decode_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +67,7 @@ def collect_garbage(store: ObjectStore, keep: Iterable[Digest], compact: bool = 
                 writer.batch.delete(STATCACHE, key)
     if compact:
         backend.compact()
-    structlog.get_logger("earshot.cas").info(
+    get_logger("earshot.cas").info(
         "gc", live=len(live), dead=len(dead), packs_rewritten=rewritten, compact=compact
     )
     return GcReport(
@@ -93,10 +92,9 @@ def _repack(writer: ObjectWriter, pack: int, survivors: list[tuple[Digest, Locat
 
 
 def _names_dead(raw: bytes, dead: set[Digest]) -> bool:
-    try:
-        _version, _rel, _fp, tree, entries = marshal.loads(raw)
-    except (ValueError, EOFError, TypeError):
+    record = decode_record(raw)
+    if record is None:
         return True
-    if tree in dead:
+    if record.tree in dead:
         return True
-    return any(key[6] in dead for key in entries.values())
+    return any(key[6] in dead for key in record.entries.values())

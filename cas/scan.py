@@ -30,6 +30,8 @@ from .statcache import SMUDGED, DirRecord, EntryKey, load_record, store_record
 from .tree import Kind, TreeEntry, Unrecorded
 
 TEMP_PREFIX = ".earshot-tmp-"
+#: The names whose presence in a listing changes the ignore rules below it.
+IGNORE_FILES = (".gitignore", ".earshotignore")
 DEFAULT_MAX_FILE_SIZE = 64 << 20
 #: Entries modified this close to the scan start are not trusted next time.
 DEFAULT_RACY_MARGIN_NS = 2_000_000_000
@@ -102,26 +104,44 @@ class Scanner:
         """Record the whole root; ``marker`` is touched to time-stamp the scan."""
         self.trust_before_ns = touch_marker(marker) - self.options.racy_margin_ns
         rules = IgnoreRules.for_root(self.root)
-        return self.scan_dir(self.root, "", rules, is_root=True)
+        mtime = os.lstat(self.root).st_mtime_ns
+        return self.scan_dir(self.root, "", rules, is_root=True, dir_mtime=mtime)
 
     # -- one directory ------------------------------------------------------
 
     def scan_dir(
-        self, path: str, rel: str, parent_rules: IgnoreRules, is_root: bool = False
+        self,
+        path: str,
+        rel: str,
+        parent_rules: IgnoreRules,
+        is_root: bool = False,
+        dir_mtime: int | None = None,
     ) -> Digest:
-        """Record the directory at ``path`` (``rel`` from the root) and below."""
+        """Record the directory at ``path`` (``rel`` from the root) and below.
+
+        A directory whose mtime equals the cached one (and was safely old
+        then) has the same names as last time: they are lstat'ed by name and
+        the listing is not read again, as git's untracked cache does (~35% of
+        a no-change walk here). Any doubt falls back to reading the listing.
+        """
+        record = load_record(self.writer.view, rel) if self.use_cache else None
+        if record is not None and dir_mtime is not None and record.dir_mtime == dir_mtime:
+            rules = (
+                parent_rules if is_root else parent_rules.descend(rel, path, record.ignore_files)
+            )
+            if rules.fingerprint == record.fingerprint:
+                known = self._visit_known(path, rel, rules, record)
+                if known is not None:
+                    return known
         with os.scandir(path) as listing:
             dirents = list(listing)
         names = [d.name for d in dirents]
         rules = parent_rules if is_root else parent_rules.descend(rel, path, names)
-        record = load_record(self.writer.view, rel) if self.use_cache else None
         old = record.entries if record is not None else {}
         # With unchanged rules, a name the cache holds with the same kind is
         # known not to be ignored: only new names pay for pattern matching.
         same_rules = record is not None and record.fingerprint == rules.fingerprint
         new: dict[str, EntryKey] = {}
-        report = self.report
-        max_size = self.options.max_file_size
         for dirent in dirents:
             name = dirent.name
             if name == ".git" or name.startswith(TEMP_PREFIX):
@@ -137,34 +157,90 @@ class Scanner:
                 st = dirent.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # vanished mid-scan: it is simply not there
-            # The hot path, inlined: a regular file the stat cache vouches for.
-            if (
-                cached is not None
-                and cached[0] == _FILE
-                and cached[3] == st.st_mtime_ns
-                and cached[2] == st.st_size
-                and cached[4] == st.st_ctime_ns
-                and cached[5] == st.st_ino
-                and st.st_mode == _S_IFREG | cached[1]
-                and st.st_size <= max_size
-            ):
-                report.files += 1
-                report.content_bytes += st.st_size
-                new[name] = cached
-                continue
-            key = self._entry(dirent.path, join(rel, name), st, cached, rules)
+            key = self._visit(dirent.path, rel, name, st, cached, rules)
             if key is not None:
                 new[name] = key
-        self._seen += len(dirents)
+        ignore_files = tuple(n for n in IGNORE_FILES if n in names)
+        return self._finish_dir(rel, rules, record, new, dir_mtime, ignore_files, len(dirents))
+
+    def _visit_known(
+        self, path: str, rel: str, rules: IgnoreRules, record: DirRecord
+    ) -> Digest | None:
+        """Revisit the names a directory held last time; None if one has gone."""
+        new: dict[str, EntryKey] = {}
+        lstat = os.lstat
+        for name, cached in record.entries.items():
+            full = f"{path}/{name}"
+            try:
+                st = lstat(full)
+            except FileNotFoundError:
+                return None  # the listing changed after all: read it
+            key = self._visit(full, rel, name, st, cached, rules)
+            if key is not None:
+                new[name] = key
+        return self._finish_dir(
+            rel, rules, record, new, record.dir_mtime, record.ignore_files, len(new)
+        )
+
+    def _visit(
+        self,
+        full: str,
+        rel: str,
+        name: str,
+        st: os.stat_result,
+        cached: EntryKey | None,
+        rules: IgnoreRules,
+    ) -> EntryKey | None:
+        # The hot path, inlined: a regular file the stat cache vouches for.
+        if (
+            cached is not None
+            and cached[0] == _FILE
+            and cached[3] == st.st_mtime_ns
+            and cached[2] == st.st_size
+            and cached[4] == st.st_ctime_ns
+            and cached[5] == st.st_ino
+            and st.st_mode == _S_IFREG | cached[1]
+            and st.st_size <= self.options.max_file_size
+        ):
+            self.report.files += 1
+            self.report.content_bytes += st.st_size
+            return cached
+        return self._entry(full, join(rel, name), st, cached, rules)
+
+    def _finish_dir(
+        self,
+        rel: str,
+        rules: IgnoreRules,
+        record: DirRecord | None,
+        new: dict[str, EntryKey],
+        dir_mtime: int | None,
+        ignore_files: tuple[str, ...],
+        seen: int,
+    ) -> Digest:
+        """The directory's tree: reused when nothing changed, else encoded and cached."""
+        self._seen += seen
         if self.progress is not None:
             self.progress(self._seen)
         fingerprint = rules.fingerprint
-        if record is not None and record.fingerprint == fingerprint and record.entries == new:
+        # A directory changed this close to the scan start may change again
+        # within one mtime tick: never trust its listing next time.
+        mtime = SMUDGED if dir_mtime is None or dir_mtime >= self.trust_before_ns else dir_mtime
+        if (
+            record is not None
+            and record.fingerprint == fingerprint
+            and record.entries == new
+            and record.dir_mtime == mtime
+            and record.ignore_files == ignore_files
+        ):
             return Digest(record.tree)
-        entries = [entry_from_key(fsencode(n), k) for n, k in new.items()]
-        digest = self.writer.put_tree(entries)
+        if record is not None and record.fingerprint == fingerprint and record.entries == new:
+            digest = Digest(record.tree)
+        else:
+            digest = self.writer.put_tree([entry_from_key(fsencode(n), k) for n, k in new.items()])
         if self.use_cache:
-            store_record(self.writer.batch, DirRecord(rel, fingerprint, digest, new))
+            store_record(
+                self.writer.batch, DirRecord(rel, fingerprint, digest, new, mtime, ignore_files)
+            )
         return digest
 
     def _entry(
@@ -174,7 +250,7 @@ class Scanner:
         perm = stat.S_IMODE(mode)
         if stat.S_ISDIR(mode):
             try:
-                digest = self.scan_dir(path, rel, rules)
+                digest = self.scan_dir(path, rel, rules, dir_mtime=st.st_mtime_ns)
             except PermissionError:
                 return self._unrecorded(rel, perm, 0, Unrecorded.UNREADABLE)
             except (FileNotFoundError, NotADirectoryError):

@@ -22,7 +22,7 @@ import blake3
 
 from .backend import ReadView, WriteBatch
 
-_VERSION = 1
+_VERSION = 2
 TABLE = "statcache"
 
 #: (kind, mode, size, mtime_ns, ctime_ns, ino, digest-or-None, reason-or-0)
@@ -39,6 +39,11 @@ class DirRecord:
     fingerprint: bytes
     tree: bytes
     entries: dict[str, EntryKey]
+    #: The directory's own mtime when listed (SMUDGED if too recent to trust):
+    #: unchanged, the names are unchanged and the listing need not be read.
+    dir_mtime: int = SMUDGED
+    #: Which ignore files the listing held (they shape the rules below).
+    ignore_files: tuple[str, ...] = ()
 
 
 def record_key(rel: str) -> bytes:
@@ -49,17 +54,26 @@ def load_record(view: ReadView, rel: str) -> DirRecord | None:
     raw = view.get(TABLE, record_key(rel))
     if raw is None:
         return None
+    record = decode_record(raw)
+    return record if record is not None and record.rel == rel else None
+
+
+def decode_record(raw: bytes) -> DirRecord | None:
+    """A stored record, or None for one of another version or that fails to load."""
     try:
-        version, stored_rel, fingerprint, tree, entries = marshal.loads(raw)
+        version, stored_rel, fingerprint, tree, entries, dir_mtime, ignore_files = marshal.loads(
+            raw
+        )
     except (ValueError, EOFError, TypeError):
         return None
-    if version != _VERSION or stored_rel != rel:
+    if version != _VERSION:
         return None
-    return DirRecord(stored_rel, fingerprint, tree, entries)
+    return DirRecord(stored_rel, fingerprint, tree, entries, dir_mtime, tuple(ignore_files))
 
 
 def store_record(batch: WriteBatch, record: DirRecord) -> None:
-    value = marshal.dumps((_VERSION, record.rel, record.fingerprint, record.tree, record.entries))
+    fields = (record.rel, record.fingerprint, record.tree, record.entries)
+    value = marshal.dumps((_VERSION, *fields, record.dir_mtime, record.ignore_files))
     batch.put(TABLE, record_key(record.rel), value)
 
 

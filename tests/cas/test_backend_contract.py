@@ -13,11 +13,12 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from earshot.cas import lmdb_backend
 from earshot.cas.backend import CORE_TABLES, Backend, MemoryBackend
 from earshot.cas.lmdb_backend import LmdbBackend, StoreBusy, StoreError
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
 TABLES = (*CORE_TABLES, "extra")
 

@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Union
 
 import pytest
+
 from earshot.cas.backend import MemoryBackend
 from earshot.cas.diff import Change, ChangeKind, diff_trees
 from earshot.cas.digest import Digest

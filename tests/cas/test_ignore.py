@@ -9,12 +9,13 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
-from earshot.cas import ignore
-from earshot.cas.ignore import IgnoreRules
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyfakefs.fake_filesystem import FakeFilesystem
 from pyfakefs.helpers import reset_ids, set_uid
+
+from earshot.cas import ignore
+from earshot.cas.ignore import IgnoreRules
 
 ROOT = "/repo"
 

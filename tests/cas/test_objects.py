@@ -10,6 +10,9 @@ from pathlib import Path
 
 import blake3
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from earshot.cas import objects
 from earshot.cas.backend import MemoryBackend
 from earshot.cas.digest import Digest, blob_digest, snapshot_digest, tree_digest
@@ -29,8 +32,6 @@ from earshot.cas.objects import (
 )
 from earshot.cas.snapshot import Snapshot, encode_snapshot
 from earshot.cas.tree import Kind, TreeEntry, encode_tree
-from hypothesis import given
-from hypothesis import strategies as st
 
 #: BLAKE3 of the empty input, from the BLAKE3 test vectors (what ``b3sum`` prints).
 EMPTY_B3 = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"

@@ -18,6 +18,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from earshot.cas.diff import diff_trees
 from earshot.cas.digest import BadDigest, Digest, to_hex, tree_digest
 from earshot.cas.objects import ObjectType
@@ -27,8 +30,6 @@ from earshot.cas.scan import TEMP_PREFIX, ScanOptions
 from earshot.cas.snapshot import Snapshot
 from earshot.cas.tree import MAGIC, CorruptTree, Kind, TreeEntry, Unrecorded
 from earshot.cas.varint import encode_uvarint
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 OpenProject = Callable[..., Project]
 Listing = dict[bytes, tuple]  # type: ignore[type-arg]

@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from earshot.cas.backend import MemoryBackend
 from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.objects import MissingObject, ObjectStore, ObjectWriter

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.objects import ObjectStore
 from earshot.cas.scan import TEMP_PREFIX, Scanner, ScanOptions, ScanReport

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
 from earshot.cas.digest import Digest, blob_digest, snapshot_digest, tree_digest
 from earshot.cas.snapshot import (
     CorruptSnapshot,
@@ -13,8 +16,6 @@ from earshot.cas.snapshot import (
     encode_snapshot,
     hash_snapshot,
 )
-from hypothesis import example, given
-from hypothesis import strategies as st
 
 TREE = Digest(bytes(range(32)))
 

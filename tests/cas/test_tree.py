@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
 from earshot.cas.digest import Digest, blob_digest, tree_digest
 from earshot.cas.tree import (
     MAGIC,
@@ -15,8 +18,6 @@ from earshot.cas.tree import (
     hash_tree,
 )
 from earshot.cas.varint import encode_uvarint
-from hypothesis import example, given
-from hypothesis import strategies as st
 
 D1 = Digest(bytes(range(32)))
 D2 = Digest(bytes(range(32, 64)))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from earshot.cas.varint import Truncated, decode_uvarint, encode_uvarint
 from hypothesis import example, given
 from hypothesis import strategies as st
+
+from earshot.cas.varint import Truncated, decode_uvarint, encode_uvarint
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
 
