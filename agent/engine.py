@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-import structlog
 from earshot.cas.diff import diff_trees
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
+from earshot.cas.logs import get_logger
 from earshot.cas.lookup import lookup
 from earshot.cas.project import Project, Recorded
 from earshot.cas.restage import relative_path
@@ -49,7 +49,7 @@ from .records import (
 )
 from .tracker import ChangeTracker, NullTracker
 
-log = structlog.get_logger("earshot.agent")
+log = get_logger("earshot.agent")
 
 DEFAULT_BUDGET_NS = 200_000_000
 #: Overrides the budget, in milliseconds, for every engine of this process.
@@ -73,6 +73,8 @@ class BadBudget(EarshotError):
 
 
 Classifier = Callable[[str, Callable[[str], bool]], bool]
+#: Called with each batch right after it commits (``Engine.on_batch``).
+BatchHook = Callable[[Batch], None]
 
 
 def default_classifier(command: str, exists: Callable[[str], bool]) -> bool:
@@ -111,6 +113,8 @@ class Engine:
         budget_ns: int | None = None,
         classifier: Classifier = default_classifier,
         capture_output: bool = True,
+        on_batch: BatchHook | None = None,
+        link_conversation: bool = True,
     ) -> None:
         self.project = project
         self.root = str(project.root)
@@ -123,11 +127,20 @@ class Engine:
         self.budget_ns = budget_from_env() if budget_ns is None else budget_ns
         self.classifier = classifier
         self.capture = capture_output
+        if on_batch is None and link_conversation:
+            from .conversation import BatchLinker  # imports this module
+
+            on_batch = BatchLinker(project, record.id)
+        #: Called after each batch commits; by default it links the batch into
+        #: the session's conversation log at its current leaf.
+        self.on_batch = on_batch
         #: The tree believed to be on disk, and whether that belief is exact.
         self.tree: Digest | None = None
         self.exact = False
         self._token: object = None
         self._first_done = False
+        self._stale = False
+        self._watching = not isinstance(self.tracker, NullTracker)
 
     # -- snapshots ------------------------------------------------------------
 
@@ -147,18 +160,35 @@ class Engine:
         return rec
 
     def _settle(self, rec: Recorded, exact: bool) -> None:
+        if exact:
+            self._stale = False
         self.tree = rec.snapshot.tree
         self.exact = exact
         self._token = self.tracker.token()
 
+    def _cheap(self) -> bool:
+        cost = self.project.full_restage_cost_ns()
+        return cost is not None and cost <= self.budget_ns
+
     def _before_call(self, call: Call, destructive: bool) -> Recorded | None:
         """Bring the recorded state up to date as the policy asks before ``call``."""
-        seen = self.tracker.changed_since(self._token) if self._first_done else None
         if not self._first_done or self.tree is None:
             self._first_done = True
             return self._full("before the first call of a process")
+        seen = self.tracker.changed_since(self._token)
+        if seen is None and self._watching:
+            return self._full("the watcher had a gap")
         if destructive:
             return self._full("before a destructive command")
+        if self._stale and seen is None and isinstance(call, Bash):
+            # Without a watcher, anything may have changed since the last batch
+            # (the person, another tool). A command's changes are found by
+            # diffing whole trees, so re-read it all while that is cheap; else
+            # stop vouching, so what a restage finds is not pinned on the call.
+            self._stale = False
+            if self._cheap():
+                return self._full("a new batch, no watcher")
+            self.exact = False
         if isinstance(call, WriteFile | EditFile):
             paths = set(self.session.written) | {relative_path(self.root, call.path)}
             if seen is not None:
@@ -217,13 +247,12 @@ class Engine:
                 self._scoped(seen, "after bash (watcher)")
                 ledger.extend(self._diff(pre, self.tree or pre, index if exact_pre else BY_RESTAGE))
             return proc.returncode, output, False
-        cost = self.project.full_restage_cost_ns()
-        if destructive or (cost is not None and cost <= self.budget_ns):
+        if destructive or self._cheap():
             self._full("after bash")
             ledger.extend(self._diff(pre, self.tree or pre, index if exact_pre else BY_RESTAGE))
             return proc.returncode, output, False
         self.exact = False  # its changes go into the next snapshot, unattributed
-        log.info("folded", command=command, restage_cost_ms=(cost or 0) // 1_000_000)
+        log.info("folded", command=command)
         return proc.returncode, output, True
 
     def _exists(self, path: str) -> bool:
@@ -231,6 +260,10 @@ class Engine:
 
     def run_batch(self, calls: Sequence[Call], labels: Sequence[str] | None = None) -> Outcome:
         """Run the calls of one model turn and record them as one batch."""
+        self._stale = True
+        return self._run_calls(calls, labels)
+
+    def _run_calls(self, calls: Sequence[Call], labels: Sequence[str] | None) -> Outcome:
         ledger: list[Change] = []
         results: list[CallResult] = []
         before: Digest | None = None
@@ -284,10 +317,10 @@ class Engine:
         for number, child in enumerate(children, start=1):
             calls.extend(child)
             labels.extend(f"subagent {number}" for _ in child)
-        if not self._first_done or self.tree is None:
-            self._first_done = True
+        self._first_done = True
         self._full("before a subagent dispatch")
-        return self.run_batch(calls, labels)
+        self._stale = False  # the dispatch's own snapshot is exact
+        return self._run_calls(calls, labels)
 
     def _current_snapshot(self) -> Digest | None:
         return self.project.head_snapshot()
@@ -353,6 +386,8 @@ def record_batch(
         written = tuple(dict.fromkeys((*current.written, *engine.session.written)))
         engine.session = SessionRecord(current.id, current.created_ns, now, seq + 1, written)
         put_session(txn, engine.session)
+    if engine.on_batch is not None:
+        engine.on_batch(batch)
     return batch
 
 

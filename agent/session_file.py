@@ -30,13 +30,15 @@ from __future__ import annotations
 import fcntl
 import gc
 import os
+import secrets
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import structlog
-from earshot.agent.ids import EntryId, new_entry_id, new_session_id
+
+from earshot.agent.ids import EntryId, SessionId, new_entry_id, new_session_id
 from earshot.agent.session_entries import (
     KNOWN_TYPES,
     RESERVED_FIELDS,
@@ -156,15 +158,34 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+class SessionExists(EarshotError):
+    """A session file with the id asked for is already there."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"a session file already exists at {path}")
+        self.path = path
+
+
 def write_new_file(
-    directory: Path, root: str, fork_of: ForkOrigin | None, entries: Sequence[Entry]
+    directory: Path,
+    root: str,
+    fork_of: ForkOrigin | None,
+    entries: Sequence[Entry],
+    session_id: SessionId | None = None,
 ) -> Path:
-    """A complete new session file, or none: written aside, fsynced, renamed in."""
+    """A complete new session file, or none: written aside, fsynced, renamed in.
+
+    ``session_id`` names a session whose id was made elsewhere (its checkpoint
+    side); then an existing file of that id is never replaced (``SessionExists``),
+    even by a concurrent creator.
+    """
     directory.mkdir(parents=True, exist_ok=True)
-    header = Header(new_session_id(), root, now_ts(), fork_of=fork_of)
+    header = Header(session_id or new_session_id(), root, now_ts(), fork_of=fork_of)
     data = encode_header(header) + b"".join(encode_entry(e) for e in entries)
     final = directory / f"{header.id}.jsonl"
-    temp = directory / f".{header.id}.jsonl.tmp"
+    # A given id may be created by two processes at once: each its own temp file.
+    tag = f".{secrets.token_hex(4)}" if session_id is not None else ""
+    temp = directory / f".{header.id}{tag}.jsonl.tmp"
     # 0o600: a conversation may quote secrets.
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
@@ -174,7 +195,15 @@ def write_new_file(
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.rename(temp, final)
+    if session_id is None:
+        os.rename(temp, final)  # a fresh id: nothing to replace
+    else:
+        try:
+            os.link(temp, final)  # fails rather than replace a file with entries
+        except FileExistsError:
+            raise SessionExists(final) from None
+        finally:
+            os.unlink(temp)
     _fsync_dir(directory)
     return final
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import structlog
+
 from earshot.agent.ids import SessionId, is_id, resolve_prefix
 from earshot.agent.session_entries import EntryFormatError, ForkOrigin, decode_header
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
+
 from earshot.agent.ids import EntryId, SessionId, new_entry_id, resolve_prefix
 from earshot.agent.session_entries import (
     BatchLink,
@@ -116,10 +117,19 @@ class Session:
 
     @classmethod
     def create(
-        cls, directory: Path, root: str | os.PathLike[str], *, sync_every_append: bool = False
+        cls,
+        directory: Path,
+        root: str | os.PathLike[str],
+        *,
+        session_id: SessionId | None = None,
+        sync_every_append: bool = False,
     ) -> Session:
-        """A new empty session of ``root`` in ``directory``."""
-        path = write_new_file(directory, os.fspath(real_root(root)), None, ())
+        """A new empty session of ``root`` in ``directory``.
+
+        ``session_id``: use this id (one made for the checkpoint side) instead
+        of a new one; ``SessionExists`` if its file is already there.
+        """
+        path = write_new_file(directory, os.fspath(real_root(root)), None, (), session_id)
         return cls(path, sync_every_append=sync_every_append)
 
     @classmethod

@@ -10,7 +10,6 @@ conversation logs are never pruned by this.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 
 from earshot.cas.digest import Digest
@@ -18,7 +17,7 @@ from earshot.cas.gc import GcReport
 from earshot.cas.lmdb_backend import StoreBusy
 from earshot.cas.project import Project
 
-from .ids import NoMatchingId, is_id, new_session_id, resolve_prefix
+from .ids import new_session_id, resolve_prefix
 from .records import (
     SessionRecord,
     all_sessions,
@@ -32,10 +31,16 @@ DEFAULT_KEEP_SESSIONS = 20
 ENV_SESSION = "EARSHOT_SESSION"
 
 
-def create_session(project: Project, session_id: str | None = None) -> SessionRecord:
-    """A new session (or register a given id, e.g. one made by the session log)."""
+def create_session(
+    project: Project, session_id: str | None = None, next_seq: int = 1
+) -> SessionRecord:
+    """A new session (or register a given id, e.g. one made by the session log).
+
+    ``next_seq``: the first batch number, above any batch the session's log
+    already links (a session whose checkpoint history was pruned).
+    """
     now = time.time_ns()
-    record = SessionRecord(session_id or new_session_id(), now, now)
+    record = SessionRecord(session_id or new_session_id(), now, now, next_seq)
     with project.store.backend.write() as txn:
         existing = get_session(txn, record.id)
         if existing is not None:
@@ -60,23 +65,13 @@ def resolve_session(project: Project, text: str) -> SessionRecord:
 def select_session(project: Project, given: str | None) -> tuple[SessionRecord, bool]:
     """``--session``, else $EARSHOT_SESSION, else the most recent, else a new one.
 
-    Returns the session and whether it was created now.
+    Returns the session and whether it was created now. Both halves of the
+    session (this record and its conversation log) are in place afterwards:
+    see ``conversation.select``, which this is.
     """
-    text = given or os.environ.get(ENV_SESSION)
-    if text:
-        try:
-            return resolve_session(project, text), False
-        except NoMatchingId:
-            if not is_id(text):
-                raise
-            # A full id made elsewhere (the session log): its checkpoint side starts now.
-    else:
-        recent = list_sessions(project)
-        if recent:
-            return recent[0], False
-    record = create_session(project, text or None)
-    start_session_upkeep(project)
-    return record, True
+    from .conversation import select  # it builds on this module
+
+    return select(project, given)
 
 
 def start_session_upkeep(project: Project) -> None:

@@ -97,6 +97,22 @@ def _steps(batches: list[Batch]) -> list[_Step]:
     ]
 
 
+def _blocked(reader: ObjectReader, tree: Digest, path: str) -> bool:
+    """Whether an ancestor of ``path`` exists but is not a directory (a link, a file).
+
+    An absent ancestor is fine: undo recreates it. One that is a link must
+    never be written through, nor hide a path undo should report.
+    """
+    parts = path.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        entry = lookup(reader, tree, "/".join(parts[:depth]))
+        if entry is None:
+            return False
+        if entry.kind is not Kind.DIR:
+            return True
+    return False
+
+
 def _entry(path: str, state: State) -> TreeEntry:
     name = path.rpartition("/")[2].encode("utf-8", "surrogateescape")
     return TreeEntry(name, state.kind, state.mode, 0, state.digest)
@@ -133,6 +149,11 @@ class Reverter:
         with self.project.store.reader() as reader:
             for step in steps:
                 current = State.of(lookup(reader, now.snapshot.tree, step.path))
+                if _blocked(reader, now.snapshot.tree, step.path):
+                    # Changed since the batch in the way that matters most: a
+                    # parent is now a link (never written through) or a file.
+                    impact.conflicts.append(step.path)
+                    continue
                 if _same(current, step.restore_to):
                     continue
                 if step.restore_to is None:
@@ -253,7 +274,11 @@ def _revert(
     ledger = _self_ledger(project, before, after, impact)
     seqs = tuple(b.seq for b in targets)
     batch = record_batch(project, engine, kind, (call,), before, after, ledger, False, seqs)
-    _mark(project, engine.session.id, list(seqs), undone_by=batch.seq)
+    # A batch with a path left in conflict (or kept) is not undone yet: a
+    # retry, e.g. with --force, must still find it.
+    left = set(impact.conflicts) | {p for p, _ in impact.kept}
+    done = [b.seq for b in targets if not any(c.path in left for c in b.ledger)]
+    _mark(project, engine.session.id, done, undone_by=batch.seq)
     impact.record = batch.seq
     return impact
 

@@ -15,14 +15,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
-
 from .backend import CORE_TABLES
 from .diff import Change, diff_trees
 from .digest import Digest, check_prefix, short, to_hex
 from .errors import EarshotError
 from .fsck import FsckReport, check_store
 from .gc import GcReport, collect_garbage
+from .logs import get_logger
 from .objects import ObjectStore, ObjectWriter
 from .paths import checkpoints_dir, data_home, real_root
 from .restage import relative_path, restage_paths
@@ -40,7 +39,7 @@ from .snapshot import Snapshot
 from .stats import StoreStats, store_stats
 from .tree import Kind, Unrecorded
 
-log = structlog.get_logger("earshot.cas")
+log = get_logger("earshot.cas")
 
 _HEAD = b"head"
 _HEAD_COUNTS = b"head-counts"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 
 import click
+
 from earshot.agent.records import State
 from earshot.cas.diff import Change, ChangeKind
 from earshot.cas.objects import ObjectReader

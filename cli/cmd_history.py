@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import click
+
 from earshot.agent.engine import Engine
 from earshot.agent.records import session_batches
 from earshot.agent.undo import redo as redo_batches

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 from earshot.cas.project import Project
 
 from . import render

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import click
+
 from earshot.cas.project import Project
 from earshot.cas.restore import delete_everything, keep_everything
 

@@ -1,13 +1,13 @@
-"""``earshot session new`` and ``earshot sessions``."""
+"""``earshot session new`` (``earshot sessions`` is in ``cmd_conversation``)."""
 
 from __future__ import annotations
 
 import click
-from earshot.agent.records import session_batches
-from earshot.agent.sessions import create_session, list_sessions, start_session_upkeep
+
+from earshot.agent.conversation import new_session
 from earshot.cas.project import Project
 
-from . import render, render_agent
+from . import render
 from .common import project_command
 
 
@@ -19,18 +19,10 @@ def session() -> None:
 @session.command(name="new")
 @project_command
 def session_new(project: Project, as_json: bool) -> None:
-    """Start a new session and print its id (export it as EARSHOT_SESSION)."""
-    record = create_session(project)
-    start_session_upkeep(project)
+    """Start a new session and print its id (export it as EARSHOT_SESSION).
+
+    Creates both halves under one id: the conversation log and the
+    checkpoint history.
+    """
+    record = new_session(project)
     render.emit({"id": record.id}, record.id, as_json)
-
-
-@click.command()
-@project_command
-def sessions(project: Project, as_json: bool) -> None:
-    """List the root's sessions, most recently active first."""
-    records = list_sessions(project)
-    with project.store.backend.read() as view:
-        counts = {r.id: len(session_batches(view, r.id)) for r in records}
-    doc, text = render_agent.sessions(records, counts, {})
-    render.emit(doc, text, as_json)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import click
+
 from earshot.cas.project import Project
 
 from . import render

@@ -7,6 +7,7 @@ import sys
 from typing import IO
 
 import click
+
 from earshot.agent.calls import Bash, Call, EditFile, WriteFile, parse_call
 from earshot.agent.engine import Engine, Outcome
 

@@ -47,13 +47,13 @@ class Progress:
 def configure_logging(verbose: int) -> None:
     import logging
 
-    import structlog
-
     level = logging.DEBUG if verbose > 1 else logging.INFO if verbose == 1 else logging.WARNING
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("earshot")
+    logger.handlers[:] = [handler]
+    logger.setLevel(level)
+    logger.propagate = False
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> None:
@@ -103,10 +103,12 @@ def project_command(func: F) -> F:
 
 
 def session_command(func: F) -> F:
-    """``project_command`` plus ``--session``: hands in an ``engine`` for the session.
+    """``project_command`` plus session selection: hands in an ``engine`` for the session.
 
-    The session is ``--session ID`` (a unique prefix), else $EARSHOT_SESSION,
-    else the most recent session of the root, else a new one.
+    The session is ``--session ID`` or ``--resume ID`` (an id or unique
+    prefix), else with ``--continue`` the most recently active one, else
+    $EARSHOT_SESSION, else the most recently active session of the root, else
+    a new one. Its conversation log and checkpoint history both exist after.
     """
 
     @click.option(
@@ -117,12 +119,31 @@ def session_command(func: F) -> F:
         help="The session (a unique id prefix); default: $EARSHOT_SESSION, "
         "else the most recent, else a new one.",
     )
+    @click.option("--resume", "resume_id", default=None, metavar="ID", help="Same as --session.")
+    @click.option(
+        "--continue",
+        "continue_",
+        is_flag=True,
+        help="The most recently active session (ignores $EARSHOT_SESSION).",
+    )
     @functools.wraps(func)
-    def wrapper(project: Any, session_id: str | None, **kwargs: Any) -> Any:
+    def wrapper(
+        project: Any,
+        session_id: str | None,
+        resume_id: str | None,
+        continue_: bool,
+        **kwargs: Any,
+    ) -> Any:
+        from earshot.agent.conversation import select
         from earshot.agent.engine import Engine
-        from earshot.agent.sessions import select_session
 
-        record, created = select_session(project, session_id)
+        given = [n for n, v in (("--session", session_id), ("--resume", resume_id)) if v]
+        if continue_:
+            given.append("--continue")
+        if len(given) > 1:
+            message = f"{' and '.join(given)} each choose a session: give one"
+            raise click.UsageError(message, ctx=click.get_current_context())
+        record, created = select(project, session_id or resume_id, most_recent=continue_)
         if created:
             click.echo(f"earshot: started session {record.id}", err=True)
         engine = Engine(project, record.id, capture_output=kwargs.get("as_json", False))

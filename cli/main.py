@@ -28,7 +28,20 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Objects, bytes stored, disk cost per byte.",
     ),
     "session": ("cmd_session", "session", "Start a session: 'earshot session new'."),
-    "sessions": ("cmd_session", "sessions", "List the root's sessions, most recent first."),
+    "sessions": (
+        "cmd_conversation",
+        "sessions",
+        "List the root's sessions, most recent first; 'check' their files.",
+    ),
+    "prompt": ("cmd_conversation", "prompt", "Append a user prompt to the session."),
+    "say": ("cmd_conversation", "say", "Append a message (--role user|assistant)."),
+    "tree": ("cmd_conversation", "tree", "List the numbered prompts on the current path."),
+    "rewind": (
+        "cmd_conversation",
+        "rewind",
+        "Go back to before prompt N; --code also undoes its batches.",
+    ),
+    "fork": ("cmd_conversation", "fork", "Start a new session from before prompt N."),
     "bash": ("cmd_tools", "bash", "Run a shell command as a one-call batch."),
     "write": ("cmd_tools", "write", "Write a file (stdin or --from) as a one-call batch."),
     "edit": ("cmd_tools", "edit", "Replace text in a file as a one-call batch."),
@@ -63,7 +76,7 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(VERSION, prog_name="earshot")
 def cli() -> None:
-    """Checkpoints and undo for AI coding agents.
+    """Checkpoints, undo and session trees for AI coding agents.
 
     earshot records a working tree (the root, default: the current directory)
     into its own content-addressed store, never touching your git repository.

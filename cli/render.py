@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import click
+
 from earshot.cas.diff import Change
 from earshot.cas.digest import Digest, short, to_hex
 from earshot.cas.fsck import FsckReport

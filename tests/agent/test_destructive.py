@@ -8,9 +8,10 @@ import dataclasses
 import shlex
 
 import pytest
-from earshot.agent.destructive import Verdict, classify
 from hypothesis import given
 from hypothesis import strategies as st
+
+from earshot.agent.destructive import Verdict, classify
 
 
 def _encoded(script: str) -> str:

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from earshot.agent import ids
 from earshot.agent.ids import (
     ALPHABET,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from earshot.agent.ids import AmbiguousId, NoMatchingId
 from earshot.agent.session_entries import (
     FORMAT_VERSION,

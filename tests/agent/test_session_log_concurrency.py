@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from earshot.agent.session_check import check
 from earshot.agent.session_entries import UserMessage
 from earshot.agent.session_log import RewindInProgress, Session

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
+
 from earshot.agent.session_check import check, repair
 from earshot.agent.session_entries import (
     AssistantMessage,
@@ -17,7 +19,6 @@ from earshot.agent.session_entries import (
 )
 from earshot.agent.session_file import SessionCorrupt
 from earshot.agent.session_log import Session
-from structlog.testing import capture_logs
 
 
 def make(tmp_path: Path, prompts: int = 2) -> Session:

@@ -6,6 +6,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from earshot.agent.session_entries import (
     AssistantMessage,
     Compaction,
@@ -15,8 +18,6 @@ from earshot.agent.session_entries import (
     UserMessage,
 )
 from earshot.agent.session_log import Session
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 Item = tuple[str, str]  # (kind, text): what the model should see
 

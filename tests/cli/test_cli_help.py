@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
+
 from earshot.cli.main import COMMANDS, cli
 
 if TYPE_CHECKING:

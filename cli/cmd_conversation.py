@@ -1,0 +1,139 @@
+"""The conversation commands: ``prompt``, ``say``, ``tree``, ``rewind``, ``fork``, ``sessions``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from earshot.agent import conversation
+from earshot.agent.engine import Engine
+from earshot.cas.project import Project
+
+from . import render, render_session
+from .common import EXIT_SKIPPED, fail, project_command, session_command
+
+
+def _text(text: str) -> str:
+    """TEXT, or stdin for "-"."""
+    return sys.stdin.read() if text == "-" else text
+
+
+@click.command()
+@click.argument("text")
+@session_command
+def prompt(engine: Engine, as_json: bool, text: str) -> None:
+    """Append TEXT ("-": stdin) as a user prompt to the session; prints the entry id.
+
+    Checkpoint batches made afterwards in the session are linked after it,
+    so 'earshot rewind --code' knows which came after which prompt.
+    """
+    entry = conversation.say(engine.project, engine.session.id, "user", _text(text))
+    doc, out = render_session.message(entry, engine.session.id)
+    render.emit(doc, out, as_json)
+
+
+@click.command()
+@click.argument("text")
+@click.option(
+    "--role",
+    type=click.Choice(conversation.ROLES),
+    default="assistant",
+    show_default=True,
+    help="Who says it.",
+)
+@session_command
+def say(engine: Engine, as_json: bool, text: str, role: str) -> None:
+    """Append TEXT ("-": stdin) as a message of --role to the session; prints the entry id."""
+    entry = conversation.say(engine.project, engine.session.id, role, _text(text))
+    doc, out = render_session.message(entry, engine.session.id)
+    render.emit(doc, out, as_json)
+
+
+@click.command()
+@session_command
+def tree(engine: Engine, as_json: bool) -> None:
+    """List the numbered user prompts on the session's current path.
+
+    With each: its time, its first line, and whether the conversation has
+    branches there (an earlier rewind went another way). 'earshot rewind N'
+    and 'earshot fork N' take these numbers.
+    """
+    session_log = conversation.open_log(engine.project, engine.session.id)
+    _, prompts = conversation.current_prompts(session_log)
+    doc, out = render_session.tree(engine.session.id, prompts)
+    render.emit(doc, out, as_json)
+
+
+@click.command()
+@click.argument("n", type=click.IntRange(min=1), metavar="N")
+@click.option("--code", is_flag=True, help="Also undo every checkpoint batch made after it.")
+@click.option("--dry-run", is_flag=True, help="With --code: show the impact, change nothing.")
+@click.option("--force", is_flag=True, help="With --code: overwrite conflicting files.")
+@session_command
+def rewind(engine: Engine, as_json: bool, n: int, code: bool, dry_run: bool, force: bool) -> None:
+    """Return the conversation to before prompt N, and print prompt N's text.
+
+    Appends a navigation entry (nothing is rewritten: the abandoned branch
+    stays in the log, and 'earshot tree' marks it). With --code, first undoes
+    the session's batches made after that point, with undo's rules: a file
+    changed since is a conflict, left alone (exit 3) unless --force; only
+    files a call created are deleted. Refused (exit 1, nothing appended) when
+    no such batch is left to undo. 'earshot redo' brings the code back.
+    A second rewind of the same session while one runs is refused.
+    """
+    if (dry_run or force) and not code:
+        raise click.UsageError("--dry-run and --force go with --code")
+    result = conversation.rewind(engine, n, code=code, force=force, dry_run=dry_run)
+    doc, out = render_session.rewound(result)
+    render.emit(doc, out, as_json)
+    if not result.dry_run and not as_json:
+        render_session.notice(render_session.rewound_notice(result))
+    impact = result.impact
+    if impact is not None and (impact.conflicts or impact.kept):
+        sys.exit(EXIT_SKIPPED)
+
+
+@click.command()
+@click.argument("n", type=click.IntRange(min=1), metavar="[N]", required=False)
+@session_command
+def fork(engine: Engine, as_json: bool, n: int | None) -> None:
+    """Start a new session holding the current path up to before prompt N; print its id.
+
+    Without N, the whole current path. The new log's header names the
+    session and entry it came from; the working tree is not touched, and the
+    new session's undo never reaches batches of the session it came from.
+    """
+    result = conversation.fork(engine.project, engine.session.id, n)
+    doc, out = render_session.forked(result)
+    render.emit(doc, out, as_json)
+
+
+@click.command()
+@click.argument("action", type=click.Choice(["check"]), required=False, metavar="[check]")
+@click.option("--repair", is_flag=True, help="With check: repair what can be (backup kept).")
+@project_command
+def sessions(project: Project, as_json: bool, action: str | None, repair: bool) -> None:
+    """List the root's sessions, most recently active first; 'check' validates their files.
+
+    \b
+    earshot sessions              id, last activity, batches, first prompt
+    earshot sessions check        header, unique ids, parents, cycles, torn tail
+    earshot sessions check --repair
+                                  truncate a torn tail, close interrupted tool
+                                  calls; the original is kept as FILE.bak-TIME
+
+    check exits 1 when a problem remains (listed on stdout).
+    """
+    if action is None:
+        if repair:
+            raise click.UsageError("--repair goes with 'check'")
+        doc, out = render_session.sessions(conversation.summaries(project))
+        render.emit(doc, out, as_json)
+        return
+    results = conversation.check_sessions(project, fix=repair)
+    doc, out = render_session.checked(results, conversation.log_dir(project))
+    render.emit(doc, out, as_json)
+    bad = sum(1 for r in results if r.remaining)
+    if bad:
+        fail(f"{bad} of {len(results)} session files have problems (listed on stdout)")

@@ -1,0 +1,211 @@
+"""Rendering of the conversation side: messages, the prompt tree, rewind, fork, sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from earshot.agent.conversation import Checked, Forked, Rewound, SessionSummary, ts_ns
+from earshot.agent.session_check import Problem
+from earshot.agent.session_entries import Entry
+from earshot.agent.session_tree import Prompt
+
+from . import render_agent
+from .render import when
+
+_SHOWN = 72  # characters of a prompt's first line in listings
+
+
+def notice(text: str) -> None:
+    """A line for the person on stderr (stdout stays the result)."""
+    click.echo(f"earshot: {text}", err=True)
+
+
+def _short(text: str | None) -> str:
+    line = (text or "").strip().split("\n", 1)[0]
+    return line if len(line) <= _SHOWN else line[: _SHOWN - 3] + "..."
+
+
+def _time(ts: str) -> str:
+    return when(ts_ns(ts))
+
+
+def message(entry: Entry, session: str) -> tuple[dict[str, Any], str]:
+    return {"id": entry.id, "session": session, "type": entry.type}, entry.id
+
+
+def prompt_doc(prompt: Prompt) -> dict[str, Any]:
+    return {
+        "n": prompt.n,
+        "id": prompt.id,
+        "text": prompt.text,
+        "time": _time(prompt.ts),
+        "ts": prompt.ts,
+        "branches": prompt.has_branches,
+    }
+
+
+def tree(session: str, prompts: Sequence[Prompt]) -> tuple[dict[str, Any], str]:
+    doc = {"session": session, "prompts": [prompt_doc(p) for p in prompts]}
+    if not prompts:
+        return doc, f"session {session}: no prompts on the current path"
+    count = f"{len(prompts)} prompt{'s' if len(prompts) > 1 else ''}"
+    lines = [f"session {session}: {count} on the current path"]
+    for p in prompts:
+        mark = "  [branches]" if p.has_branches else ""
+        lines.append(f"{p.n:>4}  {_time(p.ts)}  {_short(p.text)}{mark}")
+    return doc, "\n".join(lines)
+
+
+def _code_lines(result: Rewound) -> list[str]:
+    impact = result.impact
+    assert impact is not None
+    verb = "would " if result.dry_run else ""
+    seqs = ", ".join(map(str, impact.batches))
+    lines = [f"{'dry run: ' if result.dry_run else ''}rewind of batches {seqs}"]
+    lines += [f"  {verb}restore {p}" for p in impact.restored]
+    lines += [f"  {verb}delete  {p}" for p in impact.deleted]
+    lines += [f"  {verb}rmdir   {p}/" for p in impact.removed_dirs]
+    lines += [
+        f"  conflict {p}: changed since the batch; left alone (--force overwrites)"
+        for p in impact.conflicts
+    ]
+    lines += [f"  kept    {p}: {r}" for p, r in impact.kept]
+    if impact.record is not None:
+        lines.append(f"recorded as batch {impact.record} ('earshot redo' to go back)")
+    return lines
+
+
+def rewound(result: Rewound) -> tuple[dict[str, Any], str]:
+    """The document, and the text: the code's impact (if any), then prompt N's text."""
+    plan = result.plan
+    code = None
+    if result.impact is not None:
+        code, _ = render_agent.impact(result.impact, "rewind", result.dry_run)
+    doc = {
+        "session": plan.session,
+        "prompt": plan.prompt.n,
+        "prompts": plan.prompts,
+        "id": plan.prompt.id,
+        "text": plan.prompt.text,
+        "target": plan.target,
+        "navigation": result.navigation.id if result.navigation is not None else None,
+        "batches": list(plan.batches),
+        "foreign_batches": list(plan.foreign),
+        "dry_run": result.dry_run,
+        "code": code,
+    }
+    lines = _code_lines(result) if result.impact is not None else []
+    if result.dry_run:
+        lines.append(f"dry run: would rewind to before prompt {plan.prompt.n}; its text:")
+    lines.append(plan.prompt.text)
+    return doc, "\n".join(lines)
+
+
+def rewound_notice(result: Rewound) -> str:
+    plan = result.plan
+    after = (
+        f"; batches {', '.join(map(str, plan.batches))} came after it"
+        if plan.batches and result.impact is None
+        else ""
+    )
+    return (
+        f"session {plan.session} is back before prompt {plan.prompt.n} of {plan.prompts}"
+        f"{after}; its text is on stdout"
+    )
+
+
+def forked(result: Forked) -> tuple[dict[str, Any], str]:
+    doc = {
+        "id": result.record.id,
+        "from": {"session": result.origin.session, "entry": result.origin.entry},
+        "prompts": result.prompts,
+        "path": str(result.log.path),
+    }
+    return doc, result.record.id
+
+
+def summary_doc(item: SessionSummary) -> dict[str, Any]:
+    fork = item.fork_of
+    return {
+        "id": item.id,
+        "created": when(item.created_ns),
+        "last_activity": when(item.last_activity_ns),
+        "batches": item.batches,
+        "first_prompt": item.first_prompt,
+        "fork_of": None if fork is None else {"session": fork.session, "entry": fork.entry},
+        "has_log": item.has_log,
+        "has_checkpoints": item.has_checkpoints,
+    }
+
+
+def sessions(items: Sequence[SessionSummary]) -> tuple[dict[str, Any], str]:
+    doc = {"sessions": [summary_doc(s) for s in items]}
+    lines = []
+    for s in items:
+        fork = f"  (fork of {s.fork_of.session[:12]})" if s.fork_of is not None else ""
+        line = (
+            f"{s.id}  {when(s.last_activity_ns)}  {s.batches:>4} batches  "
+            f"{_short(s.first_prompt)}{fork}"
+        )
+        lines.append(line.rstrip())
+    return doc, "\n".join(lines) if lines else "no sessions yet ('earshot session new')"
+
+
+def _problem_doc(problem: Problem) -> dict[str, Any]:
+    return {
+        "kind": problem.kind,
+        "line": problem.line,
+        "message": problem.message,
+        "repairable": problem.repairable,
+    }
+
+
+def _problem_line(name: str, problem: Problem) -> str:
+    where = f"line {problem.line}: " if problem.line is not None else ""
+    fix = " (--repair fixes this)" if problem.repairable else ""
+    return f"{name}: {where}{problem.kind}: {problem.message}{fix}"
+
+
+def checked(results: Sequence[Checked], directory: Path) -> tuple[dict[str, Any], str]:
+    files = []
+    lines = []
+    for item in results:
+        name = item.path.name
+        repair = item.repair
+        files.append(
+            {
+                "id": name.removesuffix(".jsonl"),
+                "path": str(item.path),
+                "ok": not item.remaining,
+                "problems": [_problem_doc(p) for p in item.problems],
+                "repair": None
+                if repair is None
+                else {
+                    "backup": str(repair.backup) if repair.backup is not None else None,
+                    "truncated_bytes": repair.truncated_bytes,
+                    "appended": [e.id for e in repair.appended],
+                    "remaining": [_problem_doc(p) for p in repair.remaining],
+                },
+            }
+        )
+        if repair is not None:
+            done = []
+            if repair.truncated_bytes:
+                done.append(f"truncated a torn write of {repair.truncated_bytes} bytes")
+            if repair.appended:
+                done.append(f"appended {len(repair.appended)} 'interrupted' tool results")
+            backup = f"; the original is kept as {repair.backup}" if repair.backup else ""
+            lines.append(f"{name}: repaired: {', '.join(done) or 'nothing'}{backup}")
+        shown = item.remaining if repair is not None else item.problems
+        lines += [_problem_line(name, p) for p in shown]
+        if not shown:
+            lines.append(f"{name}: ok")
+    ok = not any(not f["ok"] for f in files)
+    doc = {"directory": str(directory), "ok": ok, "sessions": files}
+    if not results:
+        return doc, f"no session files in {directory}"
+    return doc, "\n".join(lines)
