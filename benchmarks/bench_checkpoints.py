@@ -1,0 +1,193 @@
+"""Per-call checkpoint cost and undo, earshot against shadow git, side by side.
+
+The peer checkpoints an agent's call the way shadow-git tools do: after the
+call, ``git add -A`` + ``git commit`` with GIT_DIR outside the tree; it undoes
+a call with ``git reset --hard HEAD~1`` + ``git clean -fdq``. earshot runs the
+same call through its CLI (``earshot bash``, ``earshot write``) in a session,
+and undoes it with ``earshot undo``. Each figure is a whole command (or the
+peer's command sequence) timed with ``time.perf_counter``, tools alternating.
+
+    python benchmarks/bench_checkpoints.py --files 10000 100000 --repeat 5 \\
+        --out benchmarks/results-checkpoints.json
+
+No watcher runs: every earshot CLI call is the first mutating call of its
+process, so it restages the whole tree first (DESIGN.md's policy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gen_tree
+from bench_store import (
+    BENCH_DIR,
+    Scenario,
+    default_earshot,
+    log,
+    machine_info,
+    machine_markdown,
+    markdown_table,
+    timed,
+)
+from shadow_git import ShadowGit
+
+
+class EarshotCalls:
+    """The earshot CLI in one session on its own copy of the tree."""
+
+    name = "earshot"
+
+    def __init__(self, exe: str, tree: Path, home: Path) -> None:
+        self.exe = exe
+        self.tree = tree
+        self.env = dict(os.environ, EARSHOT_HOME=str(home))
+
+    def _run(self, *argv: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> str:
+        out = subprocess.run(
+            [self.exe, *argv],
+            cwd=self.tree,
+            env=self.env,
+            input=stdin,
+            capture_output=True,
+            check=False,
+        )
+        if out.returncode not in ok:
+            raise RuntimeError(f"earshot {' '.join(argv)}: {out.stderr.decode()}")
+        return out.stdout.decode()
+
+    def setup(self) -> None:
+        self.env["EARSHOT_SESSION"] = self._run("session", "new").strip()
+        self._run("snapshot", "-m", "start")
+
+    def bash(self, command: str) -> None:
+        self._run("bash", command)
+
+    def write(self, path: str, data: bytes) -> None:
+        self._run("write", path, stdin=data)
+
+    def undo(self) -> None:
+        self._run("undo", ok=(0, 3))
+
+
+class GitCalls:
+    """Shadow git: the call, then add -A + commit; undo by reset --hard + clean."""
+
+    name = "git"
+
+    def __init__(self, tree: Path, git_dir: Path) -> None:
+        self.tree = tree
+        self.git = ShadowGit(tree, git_dir)
+
+    def setup(self) -> None:
+        self.git.init()
+        self.git.snapshot("start")
+
+    def bash(self, command: str) -> None:
+        subprocess.run(["sh", "-c", command], cwd=self.tree, check=True)
+        self.git.snapshot("call")
+
+    def write(self, path: str, data: bytes) -> None:
+        (self.tree / path).write_bytes(data)
+        self.git.snapshot("call")
+
+    def undo(self) -> None:
+        head = self.git.git("rev-parse", "HEAD~1").strip()
+        self.git.restore_reset_clean(head)
+
+
+Tool = EarshotCalls | GitCalls
+
+
+def edit_ten(tree: Path, names: list[str], round_: int) -> str:
+    """A shell command that appends a line to ten files (the undo scenario's call)."""
+    targets = " ".join(f"'{n}'" for n in names)
+    return f"for f in {targets}; do echo 'edit {round_}' >> \"$f\"; done"
+
+
+def bench_size(files: int, args: argparse.Namespace, exe: str) -> dict[str, Any]:
+    work = Path(args.work) / f"calls-{files}"
+    trees = {"earshot": work / "tree-earshot", "git": work / "tree-git"}
+    if work.exists():
+        subprocess.run(["rm", "-rf", str(work)], check=True)
+    for tree in trees.values():
+        log(f"generating {files:,} files into {tree}")
+        gen_tree.generate(tree, files, args.seed)
+    tools: list[Tool] = [
+        EarshotCalls(exe, trees["earshot"], work / "earshot-home"),
+        GitCalls(trees["git"], work / "shadow.git"),
+    ]
+    for tool in tools:
+        log(f"setting up {tool.name}")
+        tool.setup()
+    time.sleep(2.5)  # let fresh files age past the racy-entry margin, as real trees are
+    names = gen_tree.choose_mutation_targets(trees["earshot"], 10, args.seed + 7)
+    scenarios = [
+        Scenario("bash_true", "per call: `bash 'true'` (git: add -A + commit)", "s"),
+        Scenario("write_one", "per call: one-file write_file batch", "s"),
+        Scenario("bash_ten", "per call: `bash` creating 10 files", "s"),
+        Scenario("undo_ten", "undo a 10-file batch (git: reset --hard + clean)", "s"),
+    ]
+    by_key = {s.key: s for s in scenarios}
+    for repeat in range(args.repeat):
+        order = tools if repeat % 2 == 0 else tools[::-1]
+        for tool in order:
+            log(f"{files:,} files, repeat {repeat + 1}/{args.repeat}: {tool.name}")
+            runs: list[tuple[str, Callable[[], None]]] = [
+                ("bash_true", lambda t=tool: t.bash("true")),
+                ("write_one", lambda t=tool, r=repeat: t.write(f"note-{r}.txt", b"x\n" * 40)),
+                (
+                    "bash_ten",
+                    lambda t=tool, r=repeat: t.bash(
+                        f"mkdir -p new-{r} && for i in 0 1 2 3 4 5 6 7 8 9; "
+                        f"do echo $i > new-{r}/f$i.txt; done"
+                    ),
+                ),
+            ]
+            for key, action in runs:
+                by_key[key].add(tool, timed(action, args.sync))  # type: ignore[arg-type]
+            tool.bash(edit_ten(tool.tree, names, repeat))  # the batch to undo, untimed
+            by_key["undo_ten"].add(tool, timed(tool.undo, args.sync))  # type: ignore[arg-type]
+    return {
+        "files": files,
+        "tree": {"bytes": sum(p.stat().st_size for p in trees["git"].rglob("*") if p.is_file())},
+        "scenarios": [s.to_json() for s in scenarios],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, nargs="+", default=[10_000])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--work", default=str(BENCH_DIR / "work"))
+    parser.add_argument("--out", default=str(BENCH_DIR / "results-checkpoints.json"))
+    parser.add_argument("--no-sync", dest="sync", action="store_false")
+    args = parser.parse_args(argv)
+    exe = default_earshot()
+    if exe is None:
+        print("earshot is not installed beside this python", file=sys.stderr)
+        return 2
+    Path(args.work).mkdir(parents=True, exist_ok=True)
+    machine = machine_info(Path(args.work), exe)
+    sizes = [bench_size(files, args, exe) for files in args.files]
+    doc = {"machine": machine, "sizes": sizes}
+    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+    print(machine_markdown(machine))
+    for size in sizes:
+        print()
+        print(markdown_table(size))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
