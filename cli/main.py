@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "log": ("cmd_history", "log", "List the session's batches and what each changed."),
     "undo": ("cmd_history", "undo", "Undo the session's last N batches."),
     "redo": ("cmd_history", "redo", "Redo the most recent undo."),
+    "watch": ("cmd_watch", "watch", "Run the watcher daemon of the root (--status, --stop)."),
 }
 
 

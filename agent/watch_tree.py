@@ -1,0 +1,221 @@
+"""Which directories the watcher watches: those the scan would record, one watch each.
+
+Never ``.git`` (at any depth), directories the ignore rules exclude (such as
+``node_modules``), or earshot's own data dir when it lies inside the root:
+the same decisions as ``cas.scan``, with the same ``IgnoreRules`` chain. Each
+directory gets a non-recursive inotify watch through watchdog's ``InotifyFD``.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from watchdog.observers.inotify_c import (
+    CallbackId,
+    InotifyConstants,
+    InotifyFD,
+    Mask,
+    WatchCallback,
+    WatchDescriptor,
+)
+
+from earshot.cas.ignore import IgnoreRules
+from earshot.cas.scan import TEMP_PREFIX
+
+_C = InotifyConstants
+_CHANGE = _C.IN_MODIFY | _C.IN_ATTRIB | _C.IN_MOVE | _C.IN_CREATE | _C.IN_DELETE
+SELF_EVENTS = _C.IN_DELETE_SELF | _C.IN_MOVE_SELF
+_FLAGS = _C.IN_DONT_FOLLOW | _C.IN_ONLYDIR
+#: What means change. Left out: IN_OPEN, IN_CLOSE_NOWRITE and IN_ACCESS (reads
+#: would flood the queue) and IN_CLOSE_WRITE (every write already gave IN_MODIFY).
+TREE_MASK = Mask(_CHANGE | SELF_EVENTS | _FLAGS | _C.IN_EXCL_UNLINK)
+COOKIE_MASK = Mask(_C.IN_CREATE | _FLAGS)
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+
+def max_user_watches() -> int | None:
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def filesystem_type(path: str) -> str | None:
+    """The type of the filesystem holding ``path``, from /proc/self/mountinfo."""
+    best, kind = "", None
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                mount = _OCTAL.sub(lambda m: chr(int(m[1], 8)), fields[4])
+                inside = path == mount or path.startswith(mount.rstrip("/") + "/")
+                if inside and len(mount) >= len(best):
+                    best, kind = mount, fields[fields.index("-") + 1]
+    except (OSError, ValueError, IndexError):
+        return None
+    return kind
+
+
+def own_dirs(root: str, data_dir: Path) -> frozenset[str]:
+    """earshot's own directories under the root (as ``Project`` excludes them from scans)."""
+    out = {os.path.realpath(data_dir)}
+    if data_dir.parent.name == "checkpoints":
+        home = os.path.realpath(data_dir.parent.parent)
+        if home == root:
+            out |= {os.path.join(home, "checkpoints"), os.path.join(home, "sessions")}
+        elif home.startswith(root + os.sep):
+            out.add(home)
+    return frozenset(out)
+
+
+def join(rel: str, name: str) -> str:
+    return f"{rel}/{name}" if rel else name
+
+
+def skipped(name: str) -> bool:
+    """Names the scan never records, whatever the rules say."""
+    return name == ".git" or name.startswith(TEMP_PREFIX)
+
+
+class GiveUp(Exception):
+    """The tree cannot be watched whole any more (the watch limit, the root gone)."""
+
+
+@dataclass(slots=True)
+class WatchedDir:
+    rel: str
+    rules: IgnoreRules  # the rules that apply to this directory's entries
+    cid: int  # our callback id on its watch
+
+
+class WatchTree:
+    """The watched directories of one root, by watch descriptor and by path."""
+
+    def __init__(
+        self, root: str, fd: InotifyFD, callback: WatchCallback, exclude: frozenset[str]
+    ) -> None:
+        self.root = root
+        self.fd = fd
+        self.callback = callback
+        self.exclude = exclude
+        self.ids = itertools.count(1)
+        self.dirs: dict[int, WatchedDir] = {}
+        self.by_rel: dict[str, int] = {}
+        self.unreadable: set[str] = set()
+        self.ignored = 0
+
+    def add_watch(self, path: str, mask: Mask) -> tuple[int, int]:
+        """A watch with our callback on it: (wd, callback id)."""
+        cid = next(self.ids)
+        wd = self.fd.add_callback(os.fsencode(path), mask, self.callback, CallbackId(cid))
+        return int(wd), cid
+
+    def watch(self, path: str, rel: str, rules: IgnoreRules) -> tuple[int, bool] | None:
+        """Watch one directory: (wd, whether it is new), or None if it cannot be."""
+        try:
+            wd, cid = self.add_watch(path, TREE_MASK)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise GiveUp(
+                    f"inotify watch limit reached (fs.inotify.max_user_watches = "
+                    f"{max_user_watches()}) after {len(self.dirs)} directories"
+                ) from None
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                self.unreadable.add(rel)
+            return None
+        if wd < 0:  # watchdog swallows EACCES and hands back wd -1
+            self.fd.remove_callbacks([(WatchDescriptor(wd), CallbackId(cid))])
+            self.unreadable.add(rel)
+            return None
+        old = self.dirs.get(wd)
+        if old is not None:  # the kernel says: this directory is watched already
+            self.fd.remove_callbacks([(WatchDescriptor(wd), CallbackId(cid))])
+            if old.rel == rel:
+                return wd, False
+            self.unwatch(old.rel)  # it moved without our seeing it
+            return self.watch(path, rel, rules)
+        if rel in self.by_rel:
+            self.unwatch(rel)  # a stale entry: another directory was here
+        self.dirs[wd] = WatchedDir(rel, rules, cid)
+        self.by_rel[rel] = wd
+        self.unreadable.discard(rel)
+        return wd, True
+
+    def walk(self, path: str, rel: str, parent: IgnoreRules | None, relist: bool = True) -> None:
+        """Watch ``path`` and every directory below it that the scan would record.
+
+        ``parent``: the rules of the directory holding ``path`` (None: ``path``
+        is the root). Without ``relist``, a directory watched already is not
+        listed again: whatever appeared in it since has its own event.
+        """
+        stack = [(path, rel, parent)]
+        while stack:
+            path, rel, parent = stack.pop()
+            rules = IgnoreRules.for_root(self.root) if parent is None else parent
+            # Watch before listing: what appears in between is both listed and reported.
+            watched = self.watch(path, rel, rules)
+            if watched is None:
+                if not rel:
+                    raise GiveUp(f"cannot watch the root {self.root}")
+                continue
+            wd, new = watched
+            if not (new or relist):
+                continue
+            try:
+                with os.scandir(path) as listing:
+                    entries = list(listing)
+            except OSError:
+                self.unreadable.add(rel)
+                continue
+            if parent is not None:
+                rules = parent.descend(rel, path, [e.name for e in entries])
+            self.dirs[wd].rules = rules
+            for entry in entries:
+                try:
+                    if skipped(entry.name) or not entry.is_dir(follow_symlinks=False):
+                        continue
+                except OSError:
+                    continue
+                sub = join(rel, entry.name)
+                if rules.is_ignored(sub, True) or entry.path in self.exclude:
+                    self.ignored += 1
+                    if sub in self.by_rel:
+                        self.unwatch(sub)  # ignored since it was watched
+                    continue
+                stack.append((entry.path, sub, rules))
+
+    def rewalk(self, rel: str) -> None:
+        """Re-decide a watched directory and what is below it (its rules changed)."""
+        if not rel:
+            self.walk(self.root, "", None)
+            return
+        parent_wd = self.by_rel.get(rel.rpartition("/")[0])
+        parent = (
+            self.dirs[parent_wd].rules
+            if parent_wd is not None
+            else IgnoreRules.for_path(self.root, rel)
+        )
+        self.walk(os.path.join(self.root, rel), rel, parent)
+
+    def unwatch(self, rel: str) -> None:
+        """Stop watching ``rel`` and everything below it ("": everything)."""
+        prefix = f"{rel}/"
+        wds = [w for r, w in self.by_rel.items() if not rel or r == rel or r.startswith(prefix)]
+        self.fd.remove_callbacks(
+            [(WatchDescriptor(w), CallbackId(self.dirs[w].cid)) for w in wds if w in self.dirs]
+        )
+        for w in wds:
+            self.forget(w)
+
+    def forget(self, wd: int) -> WatchedDir | None:
+        """Drop our record of a watch (the kernel removed it, or we did)."""
+        gone = self.dirs.pop(wd, None)
+        if gone is not None and self.by_rel.get(gone.rel) == wd:
+            del self.by_rel[gone.rel]
+        return gone

@@ -1,0 +1,75 @@
+"""Rendering of ``earshot watch``: start, stop and status, as JSON-ready dicts and text."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .render import when
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def started(root: str, pid: int | None, already: bool, log: str) -> tuple[dict[str, Any], str]:
+    doc = {"root": root, "running": True, "started": not already, "pid": pid, "log": log}
+    if already:
+        return doc, f"already watching {root} (pid {pid})"
+    return doc, (
+        f"watching {root} in the background (pid {pid}); "
+        "'earshot watch --status' shows it, 'earshot watch --stop' stops it"
+    )
+
+
+def stopped(root: str, pid: int | None) -> tuple[dict[str, Any], str]:
+    doc = {"root": root, "stopped": pid is not None, "pid": pid}
+    if pid is None:
+        return doc, f"no watch daemon for {root}"
+    return doc, f"stopped the watch daemon of {root} (pid {pid})"
+
+
+def status(root: str, doc: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """The daemon's status document (None: not running) and its text."""
+    if doc is None:
+        return {"root": root, "running": False}, f"not watching {root} (start: 'earshot watch')"
+    out = {"running": True, **doc}
+    limit = doc.get("max_user_watches")
+    up = time.time() - doc["started_ns"] / 1e9
+    lines = [f"watching {doc['root']} (pid {doc['pid']}, up {_duration(up)})"]
+    if doc.get("degraded"):
+        lines.append(f"  NOT vouching for changes: {doc['degraded']}")
+        lines.append("  every checkpoint falls back to a full restage")
+    lines.append(
+        f"  {doc['watched_dirs']:,} directories watched "
+        f"({doc['watches']:,} of {limit:,} inotify watches)"
+        if limit
+        else f"  {doc['watched_dirs']:,} directories watched"
+    )
+    lines.append(
+        f"  {doc['ignored_dirs_skipped']:,} ignored directories not watched; "
+        f"filesystem {doc.get('filesystem') or 'unknown'}"
+    )
+    for rel in doc.get("unreadable_dirs", []):
+        lines.append(f"  cannot watch (unreadable): {rel}")
+    lines.append(
+        f"  token {doc['epoch']}:{doc['token']}; {doc['changed_paths']:,} paths changed, "
+        f"{doc['events']:,} events, {doc['overflows']} queue overflows"
+    )
+    settle = doc.get("settle_ms") or {}
+    if settle.get("count"):
+        lines.append(f"  settle: median {settle['median']} ms, p95 {settle['p95']} ms")
+    gaps = doc.get("gaps") or []
+    if not gaps:
+        lines.append("  no gap since it started")
+    for gap in gaps:
+        lines.append(f"  gap at {when(gap['time_ns'])}: {gap['reason']}")
+    lines.append(
+        f"  idle {_duration(doc['idle_s'])} of {_duration(doc['idle_timeout_s'])}; log {doc['log']}"
+    )
+    return out, "\n".join(lines)

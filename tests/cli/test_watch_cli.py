@@ -1,0 +1,112 @@
+"""``earshot watch``: start, find the running one, --status, --stop, --foreground."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from earshot.agent import watch_client as wc
+
+if TYPE_CHECKING:
+    from conftest import Earshot
+
+pytestmark = [
+    pytest.mark.watcher,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify"),
+]
+
+
+@pytest.fixture
+def ws(es: Earshot) -> Iterator[Earshot]:
+    """The CLI, with any daemon it started stopped afterwards (killed if it will not stop)."""
+    try:
+        yield es
+    finally:
+        paths = wc.daemon_paths(es.root, es.home)
+        pid = wc.daemon_pid(paths)
+        if pid and wc.stop_daemon(paths, wait=3.0) and wc.daemon_pid(paths) is not None:
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_watch_starts_once_and_status_and_stop_report_it(ws: Earshot) -> None:
+    (ws.root / "src").mkdir()
+    first = ws.json("watch")
+    assert first["running"] and first["started"] and first["pid"] > 0
+    again = ws.run("watch")
+    assert again.stdout.strip() == f"already watching {ws.root} (pid {first['pid']})"
+    status = ws.json("watch", "--status")
+    assert status["running"] and status["pid"] == first["pid"]
+    assert status["watched_dirs"] == 2 and status["max_user_watches"] > 0
+    assert status["gaps"] == [] and status["healthy"]
+    text = ws.run("watch", "--status").stdout
+    assert f"watching {ws.root} (pid {first['pid']}" in text
+    assert "2 directories watched" in text and "no gap since it started" in text
+    stopped = ws.run("watch", "--stop")
+    assert stopped.stdout.strip() == f"stopped the watch daemon of {ws.root} (pid {first['pid']})"
+    assert ws.json("watch", "--status") == {"root": str(ws.root), "running": False}
+    assert ws.run("watch", "--stop").stdout.strip() == f"no watch daemon for {ws.root}"
+
+
+def test_status_shows_a_gap_in_words(ws: Earshot) -> None:
+    ws.run("watch")
+    (ws.root / ".gitignore").write_text("*.tmp\n")  # rules changed at the root: a gap
+    tracker = wc.DaemonTracker(ws.root, ws.home)
+    tracker.changed_since(tracker.token())  # a sync point: the event is handled
+    tracker.close()
+    text = ws.run("watch", "--status").stdout
+    assert "gap at " in text and "ignore rules changed at the root" in text
+
+
+def test_foreground_runs_until_idle_and_a_start_meanwhile_finds_it(ws: Earshot) -> None:
+    argv = ["watch", "--foreground", "--idle-timeout", "1.5"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from earshot.cli.main import main; main()", *argv],
+        cwd=ws.root,
+        env=ws.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        paths = wc.daemon_paths(ws.root, ws.home)
+        deadline = time.monotonic() + 10
+        while wc.daemon_status(paths) is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        found: Any = ws.json("watch")
+        assert found["started"] is False and found["pid"] == proc.pid
+        _, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "watching" in err and "idle, exiting" in err
+
+
+def test_foreground_while_one_runs_says_so_and_exits_0(ws: Earshot) -> None:
+    pid = ws.json("watch")["pid"]
+    result = ws.run("watch", "--foreground")
+    assert result.stdout.strip() == f"already watching {ws.root} (pid {pid})"
+
+
+def test_two_modes_at_once_is_a_usage_error(ws: Earshot) -> None:
+    result = ws.run("watch", "--stop", "--status", expect=2)
+    assert result.stdout == "" and "at most one of" in result.stderr
+
+
+def test_a_missing_root_is_a_one_line_error(ws: Earshot, check_error: Any) -> None:
+    line = check_error(ws.run("watch", "--root", str(ws.root / "nope"), expect=None))
+    assert "no such directory" in line
+
+
+def test_help_describes_the_modes(ws: Earshot) -> None:
+    out = ws.run("watch", "--help").stdout
+    for word in ("--foreground", "--stop", "--status", "--idle-timeout", "EARSHOT_WATCH"):
+        assert word in out
