@@ -20,6 +20,7 @@ them part of the history, commits last, with the session record.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -52,6 +53,23 @@ from .tracker import ChangeTracker, NullTracker
 log = get_logger("earshot.agent")
 
 DEFAULT_BUDGET_NS = 200_000_000
+_KEEP = object()
+_WATCH_MARK = b"watch-mark"
+
+
+def load_watch_mark(project: Project) -> tuple[str, Digest] | None:
+    """The daemon token and tree the last exact batch ended on, if any."""
+    with project.store.backend.read() as view:
+        raw = view.get("meta", _WATCH_MARK)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+        return str(doc["token"]), Digest(bytes.fromhex(doc["tree"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 #: Overrides the budget, in milliseconds, for every engine of this process.
 ENV_BUDGET_MS = "EARSHOT_RESTAGE_BUDGET_MS"
 
@@ -146,25 +164,50 @@ class Engine:
 
     def _full(self, note: str) -> Recorded:
         log.debug("policy", restage="full", why=note)
+        token = self.tracker.token()  # before the walk: a change during it is reported next
         rec = self.project.record(None, note=note, session=self.session.id, listed=False)
-        self._settle(rec, exact=True)
+        self._stale = False
+        self.tree, self.exact, self._token = rec.snapshot.tree, True, token
         return rec
 
-    def _scoped(self, paths: set[str], note: str) -> Recorded:
+    def _scoped(self, paths: set[str], note: str, token: object = _KEEP) -> Recorded:
+        """Restage ``paths`` on the believed tree; ``token``: what the tracker gave with them."""
         assert self.tree is not None
         log.debug("policy", restage="scoped", paths=len(paths), why=note)
         rec = self.project.record(
             sorted(paths), base=self.tree, note=note, session=self.session.id, listed=False
         )
-        self._settle(rec, exact=self.exact)
+        self.tree = rec.snapshot.tree
+        if token is not _KEEP:
+            self._token = token
         return rec
 
-    def _settle(self, rec: Recorded, exact: bool) -> None:
-        if exact:
-            self._stale = False
-        self.tree = rec.snapshot.tree
-        self.exact = exact
-        self._token = self.tracker.token()
+    def _seen(self) -> set[str] | None:
+        """What the tracker saw since the last sync point; moves the sync point on."""
+        seen, self._token = self.tracker.advance(self._token)
+        return seen
+
+    def _vouched_start(self) -> tuple[bool, Recorded | None]:
+        """The first call of a process, when a daemon watched gap-free since the last batch.
+
+        (True, what was restaged) when it vouches; (False, None) when a full
+        restage is due.
+        """
+        mark = load_watch_mark(self.project) if self._watching else None
+        head = self.project.head_snapshot()
+        if mark is None or head is None:
+            return False, None
+        token, tree = mark
+        if self.project.read_snapshot(head).tree != tree:
+            return False, None
+        seen, nxt = self.tracker.advance(token)
+        if seen is None:
+            return False, None
+        self.tree, self.exact, self._token = tree, True, nxt
+        log.debug("policy", restage="vouched", paths=len(seen))
+        if not seen:
+            return True, None
+        return True, self._scoped(seen, "the watcher vouches since the last batch")
 
     def _cheap(self) -> bool:
         cost = self.project.full_restage_cost_ns()
@@ -174,8 +217,12 @@ class Engine:
         """Bring the recorded state up to date as the policy asks before ``call``."""
         if not self._first_done or self.tree is None:
             self._first_done = True
+            if not destructive:
+                vouched, rec = self._vouched_start()
+                if vouched:
+                    return rec
             return self._full("before the first call of a process")
-        seen = self.tracker.changed_since(self._token)
+        seen = self._seen()
         if seen is None and self._watching:
             return self._full("the watcher had a gap")
         if destructive:
@@ -218,7 +265,9 @@ class Engine:
         rel = relative_path(self.root, path)
         pre = self.tree
         write_text_file(self.root, rel, data)
-        self._scoped({rel}, f"after write_file {rel}")
+        # The watcher saw this write too: move its sync point past it.
+        seen = self._seen() if self._watching else None
+        self._scoped({rel} | (seen or set()), f"after write_file {rel}")
         before, after = self._state(pre, rel), self._state(self.tree, rel)
         if before != after:
             ledger.append(Change(rel, before, after, index))
@@ -229,7 +278,6 @@ class Engine:
         self, index: int, command: str, destructive: bool, ledger: list[Change]
     ) -> tuple[int, str | None, bool]:
         pre, exact_pre = self.tree, self.exact
-        token = self.tracker.token()
         proc = subprocess.run(
             shell_argv(command),
             cwd=self.root,
@@ -240,7 +288,7 @@ class Engine:
             check=False,
         )
         output = (proc.stdout or "") + (proc.stderr or "") if self.capture else None
-        seen = self.tracker.changed_since(token)
+        seen = self._seen()
         assert pre is not None
         if seen is not None:
             if seen:
@@ -380,6 +428,14 @@ def record_batch(
             targets=targets,
         )
         put_batch(txn, batch)
+        # A daemon's token, with the tree it vouches for: the next process may
+        # then trust the watcher instead of walking the tree (DESIGN.md).
+        token = engine._token
+        if engine.exact and isinstance(token, str) and engine.tree is not None:
+            mark = {"token": token, "tree": engine.tree.hex()}
+            txn.put("meta", _WATCH_MARK, json.dumps(mark).encode())
+        else:
+            txn.delete("meta", _WATCH_MARK)
         log.info(
             "batch", session=batch.session, seq=seq, kind=kind.value, changes=len(batch.ledger)
         )

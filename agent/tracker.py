@@ -27,6 +27,14 @@ class ChangeTracker(Protocol):
         """
         ...
 
+    def advance(self, token: object) -> tuple[set[str] | None, object]:
+        """``changed_since(token)`` and the token of that same sync point.
+
+        Taking the next token at the same instant leaves no window in which a
+        change would belong to neither answer.
+        """
+        ...
+
 
 class NullTracker:
     """The tracker that knows nothing: every answer is "don't know"."""
@@ -36,3 +44,6 @@ class NullTracker:
 
     def changed_since(self, token: object) -> set[str] | None:
         return None
+
+    def advance(self, token: object) -> tuple[set[str] | None, object]:
+        return None, None

@@ -102,6 +102,23 @@ def project_command(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _tracker(project: Any) -> Any:
+    """The watch daemon's tracker for this root, started as $EARSHOT_WATCH says; or None.
+
+    The engine then takes a scoped restage of what the daemon saw instead of
+    walking the tree; without one it falls back to the policy's full restages.
+    """
+    from earshot.agent.engine import budget_from_env
+    from earshot.agent.watch_client import tracker_for
+
+    return tracker_for(
+        project.root,
+        project.home,
+        restage_cost_ns=project.full_restage_cost_ns(),
+        budget_ns=budget_from_env(),
+    )
+
+
 def session_command(func: F) -> F:
     """``project_command`` plus session selection: hands in an ``engine`` for the session.
 
@@ -146,7 +163,12 @@ def session_command(func: F) -> F:
         record, created = select(project, session_id or resume_id, most_recent=continue_)
         if created:
             click.echo(f"earshot: started session {record.id}", err=True)
-        engine = Engine(project, record.id, capture_output=kwargs.get("as_json", False))
+        engine = Engine(
+            project,
+            record.id,
+            tracker=_tracker(project),
+            capture_output=kwargs.get("as_json", False),
+        )
         return func(engine=engine, **kwargs)
 
     return project_command(wrapper)  # type: ignore[return-value]

@@ -19,3 +19,13 @@ def earshot_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "earshot-home"
     monkeypatch.setenv("EARSHOT_HOME", str(home))
     return home
+
+
+@pytest.fixture(autouse=True)
+def no_watch_daemon_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands never start a watch daemon by themselves in tests.
+
+    With EARSHOT_WATCH=auto a test that lowers the restage budget would start
+    real daemons and change what it measures; watcher tests ask explicitly.
+    """
+    monkeypatch.setenv("EARSHOT_WATCH", "never")

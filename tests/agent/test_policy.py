@@ -29,8 +29,8 @@ def _snapshot_tree_files(lib: Any, digest: Any) -> set[str]:
 class WalkingTracker:
     """A gap-free change tracker: compares the tree now with the tree at the token.
 
-    It implements the two methods of ``ChangeTracker`` exactly, as a perfect
-    watcher would; ``gap`` makes it answer "don't know" (overflow, restart).
+    It implements ``ChangeTracker`` exactly, as a perfect watcher would;
+    ``gap`` makes it answer "don't know" (overflow, restart).
     """
 
     def __init__(self, root: Path) -> None:
@@ -53,6 +53,12 @@ class WalkingTracker:
             return None
         now = self._picture()
         return {p for p in token.keys() | now.keys() if token.get(p) != now.get(p)}
+
+    def advance(self, token: object) -> tuple[set[str] | None, object]:
+        now = self._picture()
+        if self.gap or not isinstance(token, dict):
+            return None, now
+        return {p for p in token.keys() | now.keys() if token.get(p) != now.get(p)}, now
 
 
 # -- read_file and edit -------------------------------------------------------

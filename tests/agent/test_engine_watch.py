@@ -1,0 +1,57 @@
+"""The engine with the watch daemon: the first call of a later process is vouched for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.watcher
+
+
+def test_a_later_process_trusts_the_daemon_and_never_pins_a_user_edit_on_a_call(
+    cli: Any, root: Path
+) -> None:
+    for i in range(20):
+        (root / f"f{i}.txt").write_text(f"{i}\n")
+    session = cli.run("session", "new").stdout.strip()
+    env = cli.env(session, EARSHOT_WATCH="always")
+    try:
+        first = cli.run("bash", "-vv", "echo a > a.txt", env=env)
+        assert "before the first call of a process" in first.stderr  # no mark yet
+        (root / "f2.txt").write_text("edited by the person between turns\n")
+        second = cli.run("bash", "-vv", "mkdir -p n/m && echo b > n/m/b.txt", env=env)
+        assert "restage='vouched'" in second.stderr
+        assert "restage='full'" not in second.stderr  # the tree was not walked
+        log = cli.json("log", env=env)
+        changes = [{c["path"] for c in b["changes"]} for b in log["batches"]]
+        assert changes == [{"a.txt"}, {"n/m/b.txt"}]  # the person's edit is in no ledger
+        undo = cli.json("undo", "2", env=env)
+        assert sorted(undo["deleted"]) == ["a.txt", "n/m/b.txt"]
+        assert not (root / "n").exists()  # the directories the call made
+        assert (root / "f2.txt").read_text() == "edited by the person between turns\n"
+    finally:
+        cli.run("watch", "--stop", env=env, expect=None)
+
+
+def test_a_killed_daemon_means_a_full_restage_that_misses_nothing(cli: Any, root: Path) -> None:
+    import os
+    import signal
+    import time
+
+    session = cli.run("session", "new").stdout.strip()
+    env = cli.env(session, EARSHOT_WATCH="always")
+    try:
+        cli.run("bash", "echo a > a.txt", env=env)
+        status = cli.json("watch", "--status", env=env)
+        os.kill(int(status["pid"]), signal.SIGKILL)
+        time.sleep(0.2)
+        (root / "made-while-no-one-watched.txt").write_text("x\n")
+        ran = cli.run("bash", "-vv", "echo b > b.txt", env={**env, "EARSHOT_WATCH": "never"})
+        assert "restage='full'" in ran.stderr
+        log = cli.json("log", env=env)
+        assert {c["path"] for c in log["batches"][-1]["changes"]} == {"b.txt"}
+        assert (root / "made-while-no-one-watched.txt").exists()
+    finally:
+        cli.run("watch", "--stop", env=env, expect=None)
