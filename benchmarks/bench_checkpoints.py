@@ -10,8 +10,10 @@ peer's command sequence) timed with ``time.perf_counter``, tools alternating.
     python benchmarks/bench_checkpoints.py --files 10000 100000 --repeat 5 \\
         --out benchmarks/results-checkpoints.json
 
-No watcher runs: every earshot CLI call is the first mutating call of its
-process, so it restages the whole tree first (DESIGN.md's policy).
+With ``--watch never`` every earshot CLI call is the first mutating call of
+its process, so it restages the whole tree first (DESIGN.md's policy); with
+``--watch always`` the watch daemon vouches for the tree and a call restages
+only what changed.
 """
 
 from __future__ import annotations
@@ -47,10 +49,10 @@ class EarshotCalls:
 
     name = "earshot"
 
-    def __init__(self, exe: str, tree: Path, home: Path) -> None:
+    def __init__(self, exe: str, tree: Path, home: Path, watch: str) -> None:
         self.exe = exe
         self.tree = tree
-        self.env = dict(os.environ, EARSHOT_HOME=str(home))
+        self.env = dict(os.environ, EARSHOT_HOME=str(home), EARSHOT_WATCH=watch)
 
     def _run(self, *argv: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> str:
         out = subprocess.run(
@@ -78,6 +80,9 @@ class EarshotCalls:
     def undo(self) -> None:
         self._run("undo", ok=(0, 3))
 
+    def close(self) -> None:
+        self._run("watch", "--stop", ok=(0, 1))
+
 
 class GitCalls:
     """Shadow git: the call, then add -A + commit; undo by reset --hard + clean."""
@@ -104,6 +109,9 @@ class GitCalls:
         head = self.git.git("rev-parse", "HEAD~1").strip()
         self.git.restore_reset_clean(head)
 
+    def close(self) -> None:
+        return None
+
 
 Tool = EarshotCalls | GitCalls
 
@@ -123,7 +131,7 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> dict[str, Any]
         log(f"generating {files:,} files into {tree}")
         gen_tree.generate(tree, files, args.seed)
     tools: list[Tool] = [
-        EarshotCalls(exe, trees["earshot"], work / "earshot-home"),
+        EarshotCalls(exe, trees["earshot"], work / "earshot-home", args.watch),
         GitCalls(trees["git"], work / "shadow.git"),
     ]
     for tool in tools:
@@ -157,8 +165,11 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> dict[str, Any]
                 by_key[key].add(tool, timed(action, args.sync))  # type: ignore[arg-type]
             tool.bash(edit_ten(tool.tree, names, repeat))  # the batch to undo, untimed
             by_key["undo_ten"].add(tool, timed(tool.undo, args.sync))  # type: ignore[arg-type]
+    for tool in tools:
+        tool.close()
     return {
         "files": files,
+        "watch": args.watch,
         "tree": {"bytes": sum(p.stat().st_size for p in trees["git"].rglob("*") if p.is_file())},
         "scenarios": [s.to_json() for s in scenarios],
     }
@@ -172,6 +183,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", default=str(BENCH_DIR / "work"))
     parser.add_argument("--out", default=str(BENCH_DIR / "results-checkpoints.json"))
     parser.add_argument("--no-sync", dest="sync", action="store_false")
+    parser.add_argument(
+        "--watch",
+        choices=("never", "always"),
+        default="never",
+        help="EARSHOT_WATCH for earshot's calls: never (no daemon) or always",
+    )
     args = parser.parse_args(argv)
     exe = default_earshot()
     if exe is None:
