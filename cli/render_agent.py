@@ -106,14 +106,17 @@ def impact(result: Impact, what: str, dry_run: bool) -> tuple[dict[str, Any], st
         "dry_run": dry_run,
         "record": result.record,
     }
+    return doc, "\n".join(impact_lines(result, what, dry_run))
+
+
+def impact_lines(result: Impact, what: str, dry_run: bool) -> list[str]:
+    """An undo, redo or rewind impact for people: one line per path."""
     verb = "would " if dry_run else ""
-    head = f"{'dry run: ' if dry_run else ''}{what} of batch"
-    head += (
-        f"es {', '.join(map(str, result.batches))}"
-        if len(result.batches) > 1
-        else (f" {result.batches[0]}" if result.batches else "es: none")
-    )
-    lines = [head]
+    if len(result.batches) > 1:
+        head = f"{what} of batches {', '.join(map(str, result.batches))}"
+    else:
+        head = f"{what} of batch {result.batches[0]}" if result.batches else f"{what}: none"
+    lines = [("dry run: " if dry_run else "") + head]
     lines += [f"  {verb}restore {p}" for p in result.restored]
     lines += [f"  {verb}delete  {p}" for p in result.deleted]
     lines += [f"  {verb}rmdir   {p}/" for p in result.removed_dirs]
@@ -123,29 +126,6 @@ def impact(result: Impact, what: str, dry_run: bool) -> tuple[dict[str, Any], st
     ]
     lines += [f"  kept    {p}: {r}" for p, r in result.kept]
     if result.record is not None:
-        back = "redo" if what == "undo" else "undo"
+        back = "undo" if what == "redo" else "redo"
         lines.append(f"recorded as batch {result.record} ('earshot {back}' to go back)")
-    return doc, "\n".join(lines)
-
-
-def sessions(
-    records: list[SessionRecord], batch_counts: dict[str, int], prompts: dict[str, str]
-) -> tuple[dict[str, Any], str]:
-    doc = {
-        "sessions": [
-            {
-                "id": r.id,
-                "created": when(r.created_ns),
-                "last_activity": when(r.touched_ns),
-                "batches": batch_counts.get(r.id, 0),
-                "first_prompt": prompts.get(r.id),
-            }
-            for r in records
-        ]
-    }
-    lines = []
-    for r in records:
-        count = batch_counts.get(r.id, 0)
-        line = f"{r.id}  {when(r.touched_ns)}  {count:>4} batches  {prompts.get(r.id) or ''}"
-        lines.append(line.rstrip())
-    return doc, "\n".join(lines) if lines else "no sessions yet ('earshot session new')"
+    return lines

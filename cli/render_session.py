@@ -61,22 +61,8 @@ def tree(session: str, prompts: Sequence[Prompt]) -> tuple[dict[str, Any], str]:
 
 
 def _code_lines(result: Rewound) -> list[str]:
-    impact = result.impact
-    assert impact is not None
-    verb = "would " if result.dry_run else ""
-    seqs = ", ".join(map(str, impact.batches))
-    lines = [f"{'dry run: ' if result.dry_run else ''}rewind of batches {seqs}"]
-    lines += [f"  {verb}restore {p}" for p in impact.restored]
-    lines += [f"  {verb}delete  {p}" for p in impact.deleted]
-    lines += [f"  {verb}rmdir   {p}/" for p in impact.removed_dirs]
-    lines += [
-        f"  conflict {p}: changed since the batch; left alone (--force overwrites)"
-        for p in impact.conflicts
-    ]
-    lines += [f"  kept    {p}: {r}" for p, r in impact.kept]
-    if impact.record is not None:
-        lines.append(f"recorded as batch {impact.record} ('earshot redo' to go back)")
-    return lines
+    assert result.impact is not None
+    return render_agent.impact_lines(result.impact, "rewind", result.dry_run)
 
 
 def rewound(result: Rewound) -> tuple[dict[str, Any], str]:
