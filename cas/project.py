@@ -7,11 +7,10 @@ restore visible (and cleanable) on the next command.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from .digest import Digest, check_prefix, short, to_hex
 from .errors import EarshotError
 from .fsck import FsckReport, check_store
 from .gc import GcReport, collect_garbage
+from .journal import Interrupted, RestoreJournal
 from .logs import get_logger
 from .objects import ObjectStore, ObjectWriter
 from .paths import checkpoints_dir, data_home, real_root
@@ -32,7 +32,6 @@ from .restore import (
     RestoreResult,
     keep_everything,
     plan_restore,
-    remove_temp_files,
 )
 from .scan import ProgressFn, Scanner, ScanOptions, ScanReport, touch_marker
 from .snapshot import Snapshot
@@ -44,7 +43,6 @@ log = get_logger("earshot.cas")
 _HEAD = b"head"
 _HEAD_COUNTS = b"head-counts"
 _FULL_COST = b"full-restage-ns"
-_JOURNAL = "restore.journal"
 
 
 class NoSuchSnapshot(EarshotError):
@@ -89,14 +87,6 @@ class Restored:
     result: RestoreResult | None
     #: The state recorded before; None for a dry run, which records nothing.
     before: Recorded | None
-
-
-@dataclass(frozen=True, slots=True)
-class Interrupted:
-    """A restore that did not finish (found on the next command)."""
-
-    target: str
-    started_ns: int
 
 
 def _encode_counts(tree: Digest, files: int, content_bytes: int) -> bytes:
@@ -148,6 +138,7 @@ class Project:
         self.home = home or data_home()
         self.store_dir = checkpoints_dir(real, self.home)
         self.store = ObjectStore.open(self.store_dir, CORE_TABLES + extra_tables)
+        self.journal = RestoreJournal(self.store_dir / "restore.journal")
         self.options = options or ScanOptions()
         home_real = os.path.realpath(self.home)
         if home_real == str(real) or home_real.startswith(str(real) + os.sep):
@@ -368,20 +359,7 @@ class Project:
 
     def interrupted(self) -> Interrupted | None:
         """A restore that was cut off (crash, kill), if any."""
-        try:
-            doc = json.loads((self.store_dir / _JOURNAL).read_text())
-            return Interrupted(doc["target"], int(doc["started_ns"]))
-        except (OSError, ValueError, KeyError):
-            return None
-
-    def _clear_interrupted(self) -> None:
-        path = self.store_dir / _JOURNAL
-        try:
-            doc = json.loads(path.read_text())
-            remove_temp_files(str(self.root), doc.get("dirs", []), doc["tag"])
-        except (OSError, ValueError, KeyError):
-            pass
-        path.unlink(missing_ok=True)
+        return self.journal.pending()
 
     def restore(
         self,
@@ -404,7 +382,7 @@ class Project:
             with self.store.reader() as reader:
                 plan = plan_restore(reader, current, target_snap.tree, may_delete)
             return Restored(plan, None, None)
-        self._clear_interrupted()
+        self.journal.clear(str(self.root))
         before = self.snapshot(note or f"before restore to {short(target)}", progress=progress)
         with self.store.reader() as reader:
             plan = plan_restore(reader, before.snapshot.tree, target_snap.tree, may_delete)
@@ -414,7 +392,7 @@ class Project:
             dirs = {p.rpartition("/")[0] for p, _ in plan.writes + plan.mkdirs}
             applier = Applier(str(self.root), reader, tag)
             applier.verify(plan)  # a corrupt store: error out before the journal
-            self._write_journal(to_hex(target), tag, sorted(dirs))
+            self.journal.begin(to_hex(target), tag, sorted(dirs))
             log.info(
                 "restoring",
                 target=short(target),
@@ -425,24 +403,9 @@ class Project:
                 skipped=len(plan.skipped),
             )
             result = applier.apply(plan)
-        (self.store_dir / _JOURNAL).unlink(missing_ok=True)
+        self.journal.end()
         touched = [p for p, _ in plan.writes + plan.mkdirs + plan.deletes + plan.chmods]
         touched += plan.rmdirs
         if touched:
             self.record(sorted(set(touched)), base=before.snapshot.tree, listed=False)
         return Restored(plan, result, before)
-
-    def _write_journal(self, target: str, tag: str, dirs: list[str]) -> None:
-        doc = {"target": target, "tag": tag, "started_ns": time.time_ns(), "dirs": dirs}
-        path = self.store_dir / _JOURNAL
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc))
-        os.replace(tmp, path)
-
-
-def open_project(root: str | os.PathLike[str], **kwargs: object) -> Project:
-    """Open (creating if needed) the project of a root."""
-    return Project(root, **kwargs)  # type: ignore[arg-type]
-
-
-ProgressFactory = Callable[[str], ProgressFn | None]

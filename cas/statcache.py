@@ -75,7 +75,3 @@ def store_record(batch: WriteBatch, record: DirRecord) -> None:
     fields = (record.rel, record.fingerprint, record.tree, record.entries)
     value = marshal.dumps((_VERSION, *fields, record.dir_mtime, record.ignore_files))
     batch.put(TABLE, record_key(record.rel), value)
-
-
-def drop_record(batch: WriteBatch, rel: str) -> None:
-    batch.delete(TABLE, record_key(rel))
