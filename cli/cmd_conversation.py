@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from earshot.agent import conversation
+from earshot.agent import conversation, navigation
 from earshot.agent.engine import Engine
 from earshot.cas.project import Project
 
@@ -60,7 +60,7 @@ def tree(engine: Engine, as_json: bool) -> None:
     and 'earshot fork N' take these numbers.
     """
     session_log = conversation.open_log(engine.project, engine.session.id)
-    _, prompts = conversation.current_prompts(session_log)
+    _, prompts = navigation.current_prompts(session_log)
     doc, out = render_session.tree(engine.session.id, prompts)
     render.emit(doc, out, as_json)
 
@@ -84,7 +84,7 @@ def rewind(engine: Engine, as_json: bool, n: int, code: bool, dry_run: bool, for
     """
     if (dry_run or force) and not code:
         raise click.UsageError("--dry-run and --force go with --code")
-    result = conversation.rewind(engine, n, code=code, force=force, dry_run=dry_run)
+    result = navigation.rewind(engine, n, code=code, force=force, dry_run=dry_run)
     doc, out = render_session.rewound(result)
     render.emit(doc, out, as_json)
     if not result.dry_run and not as_json:
@@ -104,7 +104,7 @@ def fork(engine: Engine, as_json: bool, n: int | None) -> None:
     session and entry it came from; the working tree is not touched, and the
     new session's undo never reaches batches of the session it came from.
     """
-    result = conversation.fork(engine.project, engine.session.id, n)
+    result = navigation.fork(engine.project, engine.session.id, n)
     doc, out = render_session.forked(result)
     render.emit(doc, out, as_json)
 
@@ -131,7 +131,7 @@ def sessions(project: Project, as_json: bool, action: str | None, repair: bool) 
         doc, out = render_session.sessions(conversation.summaries(project))
         render.emit(doc, out, as_json)
         return
-    results = conversation.check_sessions(project, fix=repair)
+    results = navigation.check_sessions(project, fix=repair)
     doc, out = render_session.checked(results, conversation.log_dir(project))
     render.emit(doc, out, as_json)
     bad = sum(1 for r in results if r.remaining)

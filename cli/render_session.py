@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from earshot.agent.conversation import Checked, Forked, Rewound, SessionSummary, ts_ns
+from earshot.agent.conversation import SessionSummary, ts_ns
+from earshot.agent.navigation import Checked, Forked, Rewound
 from earshot.agent.session_check import Problem
 from earshot.agent.session_entries import Entry
 from earshot.agent.session_tree import Prompt

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from earshot.agent import conversation
+from earshot.agent import conversation, navigation
 from earshot.agent.calls import Bash, WriteFile
 from earshot.agent.engine import Engine
 from earshot.agent.ids import SessionId, new_session_id
@@ -116,7 +116,7 @@ def test_rewind_with_code_undoes_exactly_the_batches_after_the_prompt(lib: Lib) 
     _turn(lib, engine, 3, "e.txt")
     before = _files(root)
 
-    result = conversation.rewind(engine, 2, code=True)
+    result = navigation.rewind(engine, 2, code=True)
     assert result.text == "p2"
     assert result.plan.batches == (2, 3, 4)
     assert result.impact is not None
@@ -138,14 +138,14 @@ def test_rewind_with_code_and_nothing_to_restore_appends_nothing(lib: Lib) -> No
     _turn(lib, engine, 2)
     path = conversation.log_path(lib.project, lib.session)
     size = path.stat().st_size
-    with pytest.raises(conversation.NothingToRestore, match="no batch of this session"):
-        conversation.rewind(engine, 2, code=True)
+    with pytest.raises(navigation.NothingToRestore, match="no batch of this session"):
+        navigation.rewind(engine, 2, code=True)
     assert path.stat().st_size == size
 
     undo(engine)  # batch 1 undone; the undo (batch 2) is self-created
     size = path.stat().st_size
-    with pytest.raises(conversation.NothingToRestore, match="already undone"):
-        conversation.rewind(engine, 1, code=True)
+    with pytest.raises(navigation.NothingToRestore, match="already undone"):
+        navigation.rewind(engine, 1, code=True)
     assert path.stat().st_size == size
     assert [p.text for p in _log(lib).prompts()] == ["p1", "p2"]
 
@@ -156,7 +156,7 @@ def test_dry_run_changes_neither_the_files_nor_the_log(lib: Lib) -> None:
     _turn(lib, engine, 2, "b.txt")
     path = conversation.log_path(lib.project, lib.session)
     data, files = path.read_bytes(), _files(lib.root)
-    result = conversation.rewind(engine, 2, code=True, dry_run=True)
+    result = navigation.rewind(engine, 2, code=True, dry_run=True)
     assert result.navigation is None and result.impact is not None
     assert result.impact.deleted == ["b.txt"] and result.impact.record is None
     assert path.read_bytes() == data and _files(lib.root) == files
@@ -178,11 +178,11 @@ def test_a_second_rewind_of_the_same_session_is_refused(lib: Lib) -> None:
     try:
         assert held.wait(10)
         with pytest.raises(RewindInProgress):
-            conversation.rewind(engine, 1)
+            navigation.rewind(engine, 1)
     finally:
         release.set()
         thread.join()
-    assert conversation.rewind(engine, 1).text == "p1"
+    assert navigation.rewind(engine, 1).text == "p1"
 
 
 def test_a_fork_never_undoes_the_batches_of_the_session_it_came_from(lib: Lib) -> None:
@@ -190,14 +190,14 @@ def test_a_fork_never_undoes_the_batches_of_the_session_it_came_from(lib: Lib) -
     _turn(lib, engine, 1, "a.txt")
     _turn(lib, engine, 2, "b.txt")
     _turn(lib, engine, 3)
-    forked = conversation.fork(lib.project, lib.session, 3)
+    forked = navigation.fork(lib.project, lib.session, 3)
     assert forked.origin.session == lib.session and forked.prompts == 2
     fork_engine = lib.engine(forked.record.id)
     _turn(lib, fork_engine, "3f", "c.txt")
 
-    plan = conversation.plan_rewind(forked.log, 1)
+    plan = navigation.plan_rewind(forked.log, 1)
     assert plan.foreign == (1, 2) and plan.batches == (1,)
-    result = conversation.rewind(fork_engine, 1, code=True)
+    result = navigation.rewind(fork_engine, 1, code=True)
     assert result.impact is not None and result.impact.deleted == ["c.txt"]
     assert sorted(_files(lib.root)) == ["a.txt", "b.txt"]
 
