@@ -225,8 +225,11 @@ class Engine:
         seen = self._seen()
         if seen is None and self._watching:
             return self._full("the watcher had a gap")
-        if destructive:
+        if destructive and (seen is None or not self.exact):
             return self._full("before a destructive command")
+        # With a gap-free watcher, restaging what it saw brings every path up to
+        # date: the same state a full restage would record, at the cost of the
+        # change (so a destructive command gets a scoped restage here too).
         if self._stale and seen is None and isinstance(call, Bash):
             # Without a watcher, anything may have changed since the last batch
             # (the person, another tool). A command's changes are found by
@@ -242,7 +245,8 @@ class Engine:
                 paths |= seen
             return self._scoped(paths, "before write_file")
         if seen is not None:
-            return self._scoped(seen, "before bash") if seen else None
+            why = "before a destructive command (watcher)" if destructive else "before bash"
+            return self._scoped(seen, why) if seen else None
         return None
 
     def _state(self, tree: Digest | None, path: str) -> State | None:

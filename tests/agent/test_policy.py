@@ -291,20 +291,36 @@ def test_a_healthy_tracker_turns_bash_restages_into_scoped_ones_after_the_first_
     assert (lib.root / "user.txt").read_text() == "mine\n"
 
 
-def test_a_destructive_bash_with_a_tracker_is_full_before_and_watcher_scoped_after(
+def test_a_destructive_bash_with_a_gap_free_tracker_costs_scoped_restages_only(
     lib: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (lib.root / "a").write_text("a\n")
     tracker = WalkingTracker(lib.root)
     engine = lib.engine(tracker=tracker)
     engine.run_batch([WriteFile("w.txt", b"w\n")])
+    (lib.root / "user.txt").write_text("the person, between turns\n")
     spy = lib.spy(monkeypatch)
     out = engine.run_batch([Bash("rm a")])
+    # Restaging what the watcher saw records what a full restage would: the
+    # person's file is in the store before the command runs, at the cost of it.
     assert spy.calls == [
-        ("full", "before a destructive command"),
+        (("scoped", ("user.txt",)), "before a destructive command (watcher)"),
         (("scoped", ("a",)), "after bash (watcher)"),
     ]
     assert [(c.path, c.after, c.by) for c in out.batch.ledger] == [("a", None, 0)]
+
+
+def test_a_destructive_bash_after_a_tracker_gap_is_a_full_restage_first(
+    lib: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (lib.root / "a").write_text("a\n")
+    tracker = WalkingTracker(lib.root)
+    engine = lib.engine(tracker=tracker)
+    engine.run_batch([WriteFile("w.txt", b"w\n")])
+    tracker.gap = True
+    spy = lib.spy(monkeypatch)
+    engine.run_batch([Bash("rm a")])
+    assert spy.kinds()[0] == "full"
 
 
 def test_after_a_tracker_gap_the_next_snapshot_is_a_full_restage(
