@@ -36,8 +36,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import structlog
-
 from earshot.agent.ids import EntryId, SessionId, new_entry_id, new_session_id
 from earshot.agent.session_entries import (
     KNOWN_TYPES,
@@ -62,8 +60,9 @@ from earshot.agent.session_entries import (
 from earshot.agent.session_scan import TornTail, scan
 from earshot.agent.session_tree import SessionTree, TreeError
 from earshot.cas.errors import EarshotError
+from earshot.cas.logs import get_logger
 
-log = structlog.get_logger("earshot.agent.session")
+log = get_logger("earshot.agent.session")
 
 # Entries fsynced before the write returns (see the module docstring).
 _SYNCED = (Navigation, BatchLink)

@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import structlog
-
 from earshot.agent.ids import SessionId, is_id, resolve_prefix
 from earshot.agent.session_entries import EntryFormatError, ForkOrigin, decode_header
+from earshot.cas.logs import get_logger
 
-log = structlog.get_logger("earshot.agent.session")
+log = get_logger("earshot.agent.session")
 
 SUFFIX = ".jsonl"
 _TAIL_BLOCK = 64 * 1024

@@ -22,8 +22,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
-
 from earshot.agent.ids import EntryId, SessionId, new_entry_id, resolve_prefix
 from earshot.agent.session_entries import (
     BatchLink,
@@ -42,9 +40,10 @@ from earshot.agent.session_file import InvalidEntry, SessionFile, write_new_file
 from earshot.agent.session_scan import TornTail
 from earshot.agent.session_tree import Prompt, SessionTree, context_of, open_tool_calls
 from earshot.cas.errors import EarshotError
+from earshot.cas.logs import get_logger
 from earshot.cas.paths import real_root, sessions_dir
 
-log = structlog.get_logger("earshot.agent.session")
+log = get_logger("earshot.agent.session")
 
 INTERRUPTED_OUTPUT = "[interrupted: the process stopped before this tool call returned]"
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
-from structlog.testing import capture_logs
 
 from earshot.agent.session_check import check, repair
 from earshot.agent.session_entries import (
@@ -40,20 +40,23 @@ def kinds(problems: list[Any]) -> list[tuple[str, int | None]]:
 # -- torn tails ---------------------------------------------------------------
 
 
-def test_torn_last_line_is_ignored_with_a_warning(tmp_path: Path) -> None:
+def test_torn_last_line_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     session = make(tmp_path)
     sound = session.path.read_bytes()
     with open(session.path, "ab") as handle:
         handle.write(b'{"id":"01zz","parentId":null,"type":"user","ts":"2025-01-0')
-    with capture_logs() as logs:
+    with caplog.at_level(logging.WARNING, logger="earshot"):
         reopened = Session.open(session.path)
+    warnings = [r for r in caplog.records if r.name.startswith("earshot")]
     assert [e.id for e in reopened.entries()] == [e.id for e in session.entries()]
     torn = reopened.torn_tail
     assert torn is not None
     assert (torn.line, torn.offset, torn.terminated) == (6, len(sound), False)
-    assert [log["event"] for log in logs] == ["session_torn_tail"]
-    assert logs[0]["log_level"] == "warning"
-    assert logs[0]["line"] == 6
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+    assert "event='session_torn_tail'" in warnings[0].getMessage()
+    assert "line=6" in warnings[0].getMessage()
 
 
 def test_next_append_after_a_torn_tail_starts_on_a_fresh_line(tmp_path: Path) -> None:
