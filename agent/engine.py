@@ -213,19 +213,18 @@ class Engine:
         cost = self.project.full_restage_cost_ns()
         return cost is not None and cost <= self.budget_ns
 
-    def _before_call(self, call: Call, destructive: bool) -> Recorded | None:
+    def _before_call(self, call: Call, destructive: Callable[[], bool]) -> Recorded | None:
         """Bring the recorded state up to date as the policy asks before ``call``."""
         if not self._first_done or self.tree is None:
             self._first_done = True
-            if not destructive:
-                vouched, rec = self._vouched_start()
-                if vouched:
-                    return rec
+            vouched, rec = self._vouched_start()
+            if vouched:
+                return rec
             return self._full("before the first call of a process")
         seen = self._seen()
         if seen is None and self._watching:
             return self._full("the watcher had a gap")
-        if destructive and (seen is None or not self.exact):
+        if (seen is None or not self.exact) and destructive():
             return self._full("before a destructive command")
         # With a gap-free watcher, restaging what it saw brings every path up to
         # date: the same state a full restage would record, at the cost of the
@@ -245,8 +244,7 @@ class Engine:
                 paths |= seen
             return self._scoped(paths, "before write_file")
         if seen is not None:
-            why = "before a destructive command (watcher)" if destructive else "before bash"
-            return self._scoped(seen, why) if seen else None
+            return self._scoped(seen, "before bash (watcher)") if seen else None
         return None
 
     def _state(self, tree: Digest | None, path: str) -> State | None:
@@ -279,7 +277,7 @@ class Engine:
             self.session = replace(self.session, written=(*self.session.written, rel))
 
     def _bash(
-        self, index: int, command: str, destructive: bool, ledger: list[Change]
+        self, index: int, command: str, destructive: Callable[[], bool], ledger: list[Change]
     ) -> tuple[int, str | None, bool]:
         pre, exact_pre = self.tree, self.exact
         proc = subprocess.run(
@@ -299,13 +297,30 @@ class Engine:
                 self._scoped(seen, "after bash (watcher)")
                 ledger.extend(self._diff(pre, self.tree or pre, index if exact_pre else BY_RESTAGE))
             return proc.returncode, output, False
-        if destructive or self._cheap():
+        if destructive() or self._cheap():
             self._full("after bash")
             ledger.extend(self._diff(pre, self.tree or pre, index if exact_pre else BY_RESTAGE))
             return proc.returncode, output, False
         self.exact = False  # its changes go into the next snapshot, unattributed
         log.info("folded", command=command)
         return proc.returncode, output, True
+
+    def _judge(self, call: Call) -> Callable[[], bool]:
+        """Whether ``call`` may destroy data, asked only when the answer matters.
+
+        With a gap-free watcher every call gets the same scoped restages, so the
+        shell grammar (~30 ms to load) is not even loaded.
+        """
+        verdict: list[bool] = []
+
+        def destructive() -> bool:
+            if not verdict:
+                verdict.append(
+                    isinstance(call, Bash) and self.classifier(call.command, self._exists)
+                )
+            return verdict[0]
+
+        return destructive
 
     def _exists(self, path: str) -> bool:
         return os.path.lexists(os.path.join(self.root, path))
@@ -329,7 +344,7 @@ class Engine:
                 except (OSError, EarshotError) as exc:
                     results.append(CallResult(index, tool, False, error=_reason(exc)))
                 continue
-            destructive = isinstance(call, Bash) and self.classifier(call.command, self._exists)
+            destructive = self._judge(call)
             rec = self._before_call(call, destructive)
             if before is None:
                 before = rec.digest if rec is not None else self._current_snapshot()

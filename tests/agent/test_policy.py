@@ -282,7 +282,7 @@ def test_a_healthy_tracker_turns_bash_restages_into_scoped_ones_after_the_first_
     (lib.root / "user.txt").write_text("mine\n")  # seen by the tracker
     out = engine.run_batch([Bash("touch b.txt")])
     assert spy.calls == [
-        (("scoped", ("user.txt",)), "before bash"),
+        (("scoped", ("user.txt",)), "before bash (watcher)"),
         (("scoped", ("b.txt",)), "after bash (watcher)"),
     ]
     assert [(c.path, c.by) for c in out.batch.ledger] == [("b.txt", 0)]
@@ -304,7 +304,7 @@ def test_a_destructive_bash_with_a_gap_free_tracker_costs_scoped_restages_only(
     # Restaging what the watcher saw records what a full restage would: the
     # person's file is in the store before the command runs, at the cost of it.
     assert spy.calls == [
-        (("scoped", ("user.txt",)), "before a destructive command (watcher)"),
+        (("scoped", ("user.txt",)), "before bash (watcher)"),
         (("scoped", ("a",)), "after bash (watcher)"),
     ]
     assert [(c.path, c.after, c.by) for c in out.batch.ledger] == [("a", None, 0)]
