@@ -305,6 +305,26 @@ class Engine:
         log.info("folded", command=command)
         return proc.returncode, output, True
 
+    def begin_own_changes(self) -> None:
+        """Before earshot itself changes files (undo, redo, rewind).
+
+        Adopt the watcher's picture when it vouches, so the batch these changes
+        make can leave a watch mark and the next process need not walk the tree.
+        """
+        if not self._first_done:
+            self._first_done, _ = self._vouched_start()
+
+    def end_own_changes(self) -> None:
+        """After earshot itself changed files: fold in what the watcher saw."""
+        if not (self._first_done and self.exact and self._watching):
+            self.exact = False
+            return
+        seen = self._seen()
+        if seen is None:
+            self.exact = False
+        elif seen:
+            self._scoped(seen, "after earshot's own changes (watcher)")
+
     def _judge(self, call: Call) -> Callable[[], bool]:
         """Whether ``call`` may destroy data, asked only when the answer matters.
 

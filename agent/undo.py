@@ -267,9 +267,12 @@ def _revert(
     project = engine.project
     impact = Impact(batches=[b.seq for b in reversed(targets)])
     anchor = _tree_of(project, targets[0].before)
+    if not dry_run:
+        engine.begin_own_changes()
     outcome = Reverter(engine).run(_steps(targets), anchor, impact, force, dry_run, True)
     if outcome is None:
         return impact
+    engine.end_own_changes()
     before, after = outcome
     ledger = _self_ledger(project, before, after, impact)
     seqs = tuple(b.seq for b in targets)
@@ -300,9 +303,12 @@ def redo(engine: Engine, force: bool = False, dry_run: bool = False) -> Impact:
         impact = Impact(batches=list(last.targets))
         steps = [_Step(c.path, c.after, c.before, True) for c in last.ledger]
         anchor = _tree_of(project, last.before)
+        if not dry_run:
+            engine.begin_own_changes()
         outcome = Reverter(engine).run(steps, anchor, impact, force, dry_run, False)
         if outcome is None:
             return impact
+        engine.end_own_changes()
         before, after = outcome
         ledger = _self_ledger(project, before, after, impact)
         batch = record_batch(

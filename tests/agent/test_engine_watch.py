@@ -55,3 +55,23 @@ def test_a_killed_daemon_means_a_full_restage_that_misses_nothing(cli: Any, root
         assert (root / "made-while-no-one-watched.txt").exists()
     finally:
         cli.run("watch", "--stop", env=env, expect=None)
+
+
+def test_after_an_undo_and_a_redo_the_next_process_is_still_vouched_for(
+    cli: Any, root: Path
+) -> None:
+    session = cli.run("session", "new").stdout.strip()
+    env = cli.env(session, EARSHOT_WATCH="always")
+    try:
+        cli.run("bash", "echo a > a.txt", env=env)
+        cli.run("bash", "echo b > b.txt", env=env)
+        cli.run("undo", env=env)
+        after_undo = cli.run("bash", "-vv", "true", env=env)
+        assert "restage='vouched'" in after_undo.stderr
+        assert "restage='full'" not in after_undo.stderr
+        cli.run("redo", env=env)
+        after_redo = cli.run("bash", "-vv", "true", env=env)
+        assert "restage='full'" not in after_redo.stderr
+        assert (root / "b.txt").read_text() == "b\n"
+    finally:
+        cli.run("watch", "--stop", env=env, expect=None)
