@@ -33,7 +33,14 @@ from .restore import (
     keep_everything,
     plan_restore,
 )
-from .scan import ProgressFn, Scanner, ScanOptions, ScanReport, touch_marker
+from .scan import (
+    ProgressFn,
+    Scanner,
+    ScanOptions,
+    ScanReport,
+    max_file_size_from_env,
+    touch_marker,
+)
 from .snapshot import Snapshot
 from .stats import StoreStats, store_stats
 from .tree import Kind, Unrecorded
@@ -139,7 +146,7 @@ class Project:
         self.store_dir = checkpoints_dir(real, self.home)
         self.store = ObjectStore.open(self.store_dir, CORE_TABLES + extra_tables)
         self.journal = RestoreJournal(self.store_dir / "restore.journal")
-        self.options = options or ScanOptions()
+        self.options = options or ScanOptions(max_file_size=max_file_size_from_env())
         home_real = os.path.realpath(self.home)
         if home_real == str(real) or home_real.startswith(str(real) + os.sep):
             # The data dir lies inside the root: never record it. When it *is*

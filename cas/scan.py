@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .digest import Digest, blob_digest
+from .errors import EarshotError
 from .ignore import IgnoreRules
 from .objects import ObjectWriter
 from .statcache import SMUDGED, DirRecord, EntryKey, load_record, store_record
@@ -45,6 +46,31 @@ ProgressFn = Callable[[int], None]
 _FILE, _SYMLINK, _DIR, _UNRECORDED = (
     int(k) for k in (Kind.FILE, Kind.SYMLINK, Kind.DIR, Kind.UNRECORDED)
 )
+
+
+ENV_MAX_FILE_SIZE = "EARSHOT_MAX_FILE_SIZE"
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+class BadSize(EarshotError):
+    def __init__(self, text: str) -> None:
+        super().__init__(f"{ENV_MAX_FILE_SIZE}={text!r} is not a size (e.g. 64M, 1G, 500000)")
+
+
+def max_file_size_from_env() -> int:
+    """The largest file recorded: $EARSHOT_MAX_FILE_SIZE (bytes, or with K/M/G), else 64 MiB."""
+    given = os.environ.get(ENV_MAX_FILE_SIZE, "").strip()
+    if not given:
+        return DEFAULT_MAX_FILE_SIZE
+    text = given.upper().removesuffix("B").removesuffix("I")
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in "KMG" else (text, "")
+    try:
+        value = int(float(number) * _UNITS[unit])
+    except ValueError:
+        raise BadSize(given) from None
+    if value < 0:
+        raise BadSize(given)
+    return value
 
 
 @dataclass(frozen=True, slots=True)

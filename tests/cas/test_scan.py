@@ -431,3 +431,35 @@ def test_scan_records_modes_of_files_with_special_bits(store: ObjectStore, root:
     entries = flatten(store, tree)
     assert entries[b"s"].mode == stat.S_IMODE((root / "s").stat().st_mode) == 0o4755
     assert entries[b"sticky"].mode == 0o1777
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", 64 << 20),
+        ("500000", 500_000),
+        ("2K", 2048),
+        ("64M", 64 << 20),
+        ("1g", 1 << 30),
+        ("1.5M", int(1.5 * (1 << 20))),
+        ("10MiB", 10 << 20),
+    ],
+)
+def test_max_file_size_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, text: str, expected: int
+) -> None:
+    from earshot.cas.scan import max_file_size_from_env
+
+    monkeypatch.setenv("EARSHOT_MAX_FILE_SIZE", text)
+    assert max_file_size_from_env() == expected
+
+
+@pytest.mark.parametrize("text", ["abc", "-5", "12X", "M"])
+def test_a_bad_max_file_size_is_a_clear_error_naming_what_was_given(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    from earshot.cas.scan import BadSize, max_file_size_from_env
+
+    monkeypatch.setenv("EARSHOT_MAX_FILE_SIZE", text)
+    with pytest.raises(BadSize, match=f"EARSHOT_MAX_FILE_SIZE={text!r}"):
+        max_file_size_from_env()
