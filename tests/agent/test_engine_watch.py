@@ -75,3 +75,45 @@ def test_after_an_undo_and_a_redo_the_next_process_is_still_vouched_for(
         assert (root / "b.txt").read_text() == "b\n"
     finally:
         cli.run("watch", "--stop", env=env, expect=None)
+
+
+GEN = """
+import os
+for d in range(10):
+    for e in range(3):
+        path = os.path.join("gen", f"d{d}", f"e{e}")
+        os.makedirs(path, exist_ok=True)
+        for f in range(10):
+            with open(os.path.join(path, f"f{f}.txt"), "w") as out:
+                out.write(f"{d}/{e}/{f}\\n")
+for i in range(5):
+    with open(f"old{i}.txt", "a") as out:
+        out.write("edited\\n")
+"""
+
+
+def test_a_command_over_the_budget_is_attributed_exactly_and_undone_exactly(
+    cli: Any, root: Path
+) -> None:
+    for i in range(40):
+        (root / f"old{i}.txt").write_text(f"{i}\n")
+    (root / "gen.py").write_text(GEN)
+    session = cli.run("session", "new").stdout.strip()
+    # A zero budget: every full restage is "too expensive", as on a huge tree.
+    env = cli.env(session, EARSHOT_WATCH="always", EARSHOT_RESTAGE_BUDGET_MS="0")
+    try:
+        cli.run("bash", "true", env=env)  # the first call of a process walks once
+        ran = cli.run("bash", "-vv", "python3 gen.py", env=env)
+        assert "restage='full'" not in ran.stderr
+        batch = cli.json("log", env=env)["batches"][-1]
+        assert batch["folded"] is False and batch["attributed"] is True
+        made = {f"gen/d{d}/e{e}/f{f}.txt" for d in range(10) for e in range(3) for f in range(10)}
+        edited = {f"old{i}.txt" for i in range(5)}
+        assert {c["path"] for c in batch["changes"]} == made | edited
+        assert all(c["by"] == 0 for c in batch["changes"])
+        undo = cli.json("undo", env=env)
+        assert set(undo["deleted"]) == made and set(undo["restored"]) == edited
+        assert not (root / "gen").exists()  # and the directories it made
+        assert all((root / f"old{i}.txt").read_text() == f"{i}\n" for i in range(40))
+    finally:
+        cli.run("watch", "--stop", env=env, expect=None)
