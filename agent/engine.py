@@ -4,13 +4,19 @@ It follows the snapshot policy of DESIGN.md:
 
 - ``read_file``/``edit``: nothing.
 - ``write_file``: before, a scoped restage of the paths this session has
-  written plus the target; after, a ledger line for the target.
-- ``bash`` judged destructive: a full restage before and after.
+  written plus the target (and what the watcher saw); after, a ledger line
+  for the target.
+- ``bash`` judged destructive: a full restage before; after, the watcher's
+  paths, else a full restage. With a gap-free watcher the restage before is
+  scoped to what it saw: that records the same state, at the change's cost.
 - other ``bash``: before, the watcher's paths if it is healthy, else nothing;
   after, the watcher's paths, else a full restage when the last one was under
   the budget, else the change is *folded* into the next snapshot.
-- the first mutating call of a process: a full restage, unless the tracker
-  vouches for a gap-free watch.
+- the first mutating call of a process: a full restage, unless the watch
+  daemon vouches for a gap-free watch since the last batch's watch mark.
+- a watcher gap: the next snapshot is a full restage.
+- the first command of a later batch without a watcher re-reads the tree
+  when that is cheap, else stops vouching (see docs/ARCHITECTURE.md).
 
 Ledger lines are attributed to a call when the state before the call was
 exact (a full restage, or a tracker that saw everything); otherwise to
