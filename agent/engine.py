@@ -325,6 +325,11 @@ class Engine:
         if not (self._first_done and self.exact and self._watching):
             self.exact = False
             return
+        # What earshot wrote is recorded in the head (a scoped restage of every
+        # path it touched); building on it keeps the store's counts for free.
+        head = self.project.head_snapshot()
+        if head is not None:
+            self.tree = self.project.read_snapshot(head).tree
         seen = self._seen()
         if seen is None:
             self.exact = False
