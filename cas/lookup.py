@@ -14,8 +14,7 @@ def lookup(reader: ObjectReader, tree: Digest, path: str) -> TreeEntry | None:
     for part in path.split("/"):
         if current is None:
             return None
-        name = part.encode("utf-8", "surrogateescape")
-        entry = next((e for e in reader.read_tree(current) if e.name == name), None)
+        entry = reader.find_entry(current, part.encode("utf-8", "surrogateescape"))
         if entry is None:
             return None
         current = entry.digest if entry.kind is Kind.DIR else None

@@ -39,6 +39,12 @@ PACK_TARGET = 4 << 20
 FLUSH_BYTES = 64 << 20
 CHUNK_THRESHOLD = 1 << 20
 CHUNK_AVG = 256 << 10
+_TREE_CACHE = 4096
+
+#: Decoded trees and a name index for each, shared by every reader of the
+#: process: a tree is immutable under its digest, a lookup walks from the root,
+#: and the same large directories come up in each restage and lookup.
+_DECODED_TREES: dict[Digest, tuple[list[TreeEntry], dict[bytes, TreeEntry]]] = {}
 _ZSTD_LEVEL = 3
 _MIN_COMPRESS = 64
 
@@ -138,6 +144,7 @@ class ObjectReader:
     def __init__(self, view: ReadView) -> None:
         self.view = view
         self._dctx = zstandard.ZstdDecompressor()
+        self._trees = _DECODED_TREES
 
     def locate(self, digest: Digest) -> Location | None:
         raw = self.view.get("index", digest)
@@ -190,11 +197,27 @@ class ObjectReader:
         return b"".join(self.iter_blob(digest))
 
     def read_tree(self, digest: Digest) -> list[TreeEntry]:
+        """A directory's entries (shared with later calls: do not mutate)."""
+        cached = self._trees.get(digest)
+        if cached is not None:
+            return cached[0]
         data = self.read_raw(digest, ObjectType.TREE)[1]
         # Trees are small and steer restore: always checked (~1 us each).
         if tree_digest(data) != digest:
             raise CorruptObject(digest, "tree content does not match its digest")
-        return decode_tree(data)
+        entries = decode_tree(data)
+        if len(self._trees) >= _TREE_CACHE:
+            self._trees.clear()  # a bound, not an LRU: lookups revisit few trees
+        self._trees[digest] = (entries, {})
+        return entries
+
+    def find_entry(self, digest: Digest, name: bytes) -> TreeEntry | None:
+        """One name in a directory, through a per-tree index built on first use."""
+        entries = self.read_tree(digest)
+        index = self._trees[digest][1] if digest in self._trees else {}
+        if not index:
+            index.update((e.name, e) for e in entries)
+        return index.get(name)
 
     def read_snapshot(self, digest: Digest) -> Snapshot:
         return decode_snapshot(self.read_raw(digest, ObjectType.SNAPSHOT)[1])

@@ -111,43 +111,58 @@ def encode_tree(entries: Iterable[TreeEntry]) -> bytes:
     return b"".join(out)
 
 
+_KINDS = {int(k): k for k in Kind}
+_REASONS = {int(r): r for r in Unrecorded}
+
+
 def decode_tree(data: bytes | memoryview) -> list[TreeEntry]:
-    """Decode and validate an encoded tree; raise CorruptTree on any defect."""
+    """Decode and validate an encoded tree; raise CorruptTree on any defect.
+
+    The one-byte varint (names under 128 bytes, small modes) is decoded
+    inline: large directories are decoded on every lookup through them.
+    """
     data = bytes(data)
     if data[:2] != MAGIC:
         raise CorruptTree("bad magic")
     pos = 2
+    end = len(data)
     entries: list[TreeEntry] = []
     previous: bytes | None = None
     try:
-        while pos < len(data):
-            length, pos = decode_uvarint(data, pos)
+        while pos < end:
+            length = data[pos]
+            if length < 0x80:
+                pos += 1
+            else:
+                length, pos = decode_uvarint(data, pos)
             name = data[pos : pos + length]
             if len(name) != length:
                 raise CorruptTree("truncated name")
             pos += length
-            check_name(name)
+            if not name or name == b"." or name == b".." or b"/" in name or b"\0" in name:
+                check_name(name)  # raises, naming the defect
             if previous is not None and name <= previous:
                 raise CorruptTree("entries out of order or duplicated")
             previous = name
-            if pos >= len(data):
+            if pos >= end:
                 raise CorruptTree("truncated entry")
-            try:
-                kind = Kind(data[pos])
-            except ValueError:
-                raise CorruptTree(f"unknown kind {data[pos]}") from None
-            pos += 1
-            mode, pos = decode_uvarint(data, pos)
-            size, pos = decode_uvarint(data, pos)
+            kind = _KINDS.get(data[pos])
+            if kind is None:
+                raise CorruptTree(f"unknown kind {data[pos]}")
+            mode, pos = decode_uvarint(data, pos + 1)
+            size = data[pos] if pos < end else 0x80
+            if size < 0x80:
+                pos += 1
+            else:
+                size, pos = decode_uvarint(data, pos)
             if mode > 0o7777:
                 raise CorruptTree(f"mode {mode:o} of {name!r}")
             if kind is Kind.UNRECORDED:
-                if pos >= len(data):
+                if pos >= end:
                     raise CorruptTree("truncated entry")
-                try:
-                    reason = Unrecorded(data[pos])
-                except ValueError:
-                    raise CorruptTree(f"unknown reason {data[pos]}") from None
+                reason = _REASONS.get(data[pos])
+                if reason is None:
+                    raise CorruptTree(f"unknown reason {data[pos]}")
                 pos += 1
                 entries.append(TreeEntry(name, kind, mode, size, None, reason))
             else:
