@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,3 +32,57 @@ def no_watch_daemon_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     real daemons and change what it measures; watcher tests ask explicitly.
     """
     monkeypatch.setenv("EARSHOT_WATCH", "never")
+
+
+def run_git(root: Path, *args: str) -> str:
+    """git in ``root`` with no user or system configuration, and no optional locks."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(root.parent),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "LC_ALL": "C",
+    }
+    proc = subprocess.run(
+        ["git", "--no-optional-locks", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return proc.stdout
+
+
+def digest_dir(top: Path) -> dict[str, str]:
+    """Every entry under ``top``: kind, mode, mtime and a digest of its bytes."""
+    out: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in [*dirnames, *filenames]:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            rel = path.relative_to(top).as_posix()
+            if path.is_symlink():
+                out[rel] = f"link {os.readlink(path)}"
+            elif path.is_dir():
+                out[rel] = f"dir {st.st_mode:o}"
+            else:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                out[rel] = f"file {st.st_mode:o} {st.st_mtime_ns} {digest}"
+    return out
+
+
+@pytest.fixture
+def git() -> Callable[..., str]:
+    """``git(root, *args)``: run git in a test repository (the user's, in these tests)."""
+    return run_git
+
+
+@pytest.fixture
+def dir_digest() -> Callable[[Path], dict[str, str]]:
+    """``dir_digest(top)``: everything under ``top``, to prove it untouched."""
+    return digest_dir

@@ -8,7 +8,6 @@ long-lived engine, a failing transaction.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -34,62 +33,23 @@ EARSHOT = Path(sys.executable).parent / "earshot"
 # -- promise 1: the user's repository is never touched ------------------------------
 
 
-def _git(root: Path, *args: str) -> str:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(root.parent),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-        "LC_ALL": "C",
-    }
-    proc = subprocess.run(
-        ["git", "--no-optional-locks", *args],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return proc.stdout
-
-
-def _hash_dir(top: Path) -> dict[str, str]:
-    """Every entry under ``top``: kind, mode, mtime and a digest of its bytes."""
-    out: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(top):
-        for name in [*dirnames, *filenames]:
-            path = Path(dirpath) / name
-            st = path.lstat()
-            rel = path.relative_to(top).as_posix()
-            if path.is_symlink():
-                out[rel] = f"link {os.readlink(path)}"
-            elif path.is_dir():
-                out[rel] = f"dir {st.st_mode:o}"
-            else:
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
-                out[rel] = f"file {st.st_mode:o} {st.st_mtime_ns} {digest}"
-    return out
-
-
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_promise1_user_git_repository_is_never_touched(cli: Any, root: Path) -> None:
-    _git(root, "init", "-q")
+def test_promise1_user_git_repository_is_never_touched(
+    cli: Any, root: Path, git: Any, dir_digest: Any
+) -> None:
+    git(root, "init", "-q")
     (root / "tracked.txt").write_text("tracked\n")
     (root / "README").write_text("readme\n")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "first")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
     (root / "tracked.txt").write_text("stashed change\n")
-    _git(root, "stash", "-q")  # a stash
+    git(root, "stash", "-q")  # a stash
     (root / "README").write_text("staged change\n")
-    _git(root, "add", "README")  # an index change
+    git(root, "add", "README")  # an index change
     (root / "untracked.txt").write_text("untracked\n")
-    git_before = _hash_dir(root / ".git")
-    status_before = _git(root, "status", "--porcelain")
-    stash_before = _git(root, "stash", "list")
+    git_before = dir_digest(root / ".git")
+    status_before = git(root, "status", "--porcelain")
+    stash_before = git(root, "stash", "list")
     assert status_before and stash_before
 
     snap = cli.json("snapshot")["id"]
@@ -102,9 +62,9 @@ def test_promise1_user_git_repository_is_never_touched(cli: Any, root: Path) -> 
     (root / "README").write_text("hand change\n")
     cli.run("restore", snap)
 
-    assert _hash_dir(root / ".git") == git_before
-    assert _git(root, "status", "--porcelain") == status_before
-    assert _git(root, "stash", "list") == stash_before
+    assert dir_digest(root / ".git") == git_before
+    assert git(root, "status", "--porcelain") == status_before
+    assert git(root, "stash", "list") == stash_before
     assert (root / "README").read_text() == "staged change\n"
     assert not (root / "new.txt").exists()
 
