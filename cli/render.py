@@ -221,7 +221,8 @@ def stats_report(stats: StoreStats) -> tuple[dict[str, Any], str]:
         "compression_ratio": round(stats.compression_ratio, 3),
         "dedup_ratio": round(stats.dedup_ratio, 3),
     }
-    objects = ", ".join(f"{n:,} {k}s" for k, n in stats.objects.items())
+    names = {"blob": "blobs", "chunked": "chunked files", "tree": "trees", "snapshot": "snapshots"}
+    objects = ", ".join(f"{n:,} {names.get(k, k)}" for k, n in stats.objects.items())
     text = (
         f"{stats.snapshots:,} snapshots; {objects}; {stats.packs:,} packs\n"
         f"content {human_bytes(stats.content_bytes)} (distinct), "
