@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from enum import IntEnum
 from pathlib import Path
 
 import blake3
@@ -29,6 +26,11 @@ import zstandard
 from .backend import Backend, ReadView, WriteBatch
 from .digest import DIGEST_SIZE, Digest, blob_digest, short, snapshot_digest, tree_digest
 from .errors import EarshotError
+from .location import Codec as Codec
+from .location import Location as Location
+from .location import ObjectType as ObjectType
+from .location import pack_key as pack_key
+from .packer import Packer, new_pack_id
 from .snapshot import Snapshot, decode_snapshot, hash_snapshot
 from .tree import TreeEntry, decode_tree, hash_tree
 from .varint import decode_uvarint, encode_uvarint
@@ -45,22 +47,6 @@ _TREE_CACHE = 4096
 #: process: a tree is immutable under its digest, a lookup walks from the root,
 #: and the same large directories come up in each restage and lookup.
 _DECODED_TREES: dict[Digest, tuple[list[TreeEntry], dict[bytes, TreeEntry]]] = {}
-_ZSTD_LEVEL = 3
-_MIN_COMPRESS = 64
-
-_INDEX = struct.Struct(">BBQIII")
-
-
-class ObjectType(IntEnum):
-    BLOB = 1
-    CHUNKED = 2
-    TREE = 3
-    SNAPSHOT = 4
-
-
-class Codec(IntEnum):
-    RAW = 0
-    ZSTD = 1
 
 
 class MissingObject(EarshotError):
@@ -88,30 +74,6 @@ class UnknownFormat(EarshotError):
             f"the store has format {found.decode(errors='replace')!r}; this earshot "
             f"reads format {FORMAT_VERSION.decode()} (upgrade earshot, or move the store aside)"
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Location:
-    """Where an object lives."""
-
-    type: ObjectType
-    codec: Codec
-    pack: int
-    offset: int
-    stored: int
-    raw: int
-
-    def encode(self) -> bytes:
-        return _INDEX.pack(self.type, self.codec, self.pack, self.offset, self.stored, self.raw)
-
-    @staticmethod
-    def decode(data: bytes) -> Location:
-        t, c, pack, offset, stored, raw = _INDEX.unpack(data)
-        return Location(ObjectType(t), Codec(c), pack, offset, stored, raw)
-
-
-def pack_key(pack: int) -> bytes:
-    return pack.to_bytes(8, "big")
 
 
 def encode_chunks(chunks: list[tuple[Digest, int]]) -> bytes:
@@ -248,25 +210,34 @@ class ObjectWriter(ObjectReader):
     def __init__(self, batch: WriteBatch) -> None:
         super().__init__(batch)
         self.batch = batch
-        self._cctx = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+        # New objects: gathered raw, compressed a pack at a time on another core.
+        self._packer = Packer()
+        # Objects moved by gc, already compressed: packed here, directly.
         self._pack = bytearray()
-        self._pack_id = self._new_pack_id()
+        self._pack_id = new_pack_id()
         self._pending: dict[Digest, Location] = {}
         self._cdc: object | None = None
+        #: Bytes of the packs put into the batch so far: complete after finish().
         self.stored_bytes = 0
         self.new_objects = 0
 
-    @staticmethod
-    def _new_pack_id() -> int:
-        # Random, not a counter: writers in two processes buffer independently
-        # and must never pick the same pack key.
-        return int.from_bytes(os.urandom(8), "big")
-
     def locate(self, digest: Digest) -> Location | None:
         pending = self._pending.get(digest)
-        return pending if pending is not None else super().locate(digest)
+        if pending is not None:
+            return pending
+        waiting = self._packer.waiting(digest)
+        if waiting is not None:
+            kind, raw = waiting
+            return Location(kind, Codec.RAW, 0, 0, len(raw), len(raw))
+        return super().locate(digest)
 
     def read_raw(self, digest: Digest, expect: ObjectType | None = None) -> tuple[Location, bytes]:
+        waiting = self._packer.waiting(digest)
+        if waiting is not None:
+            kind, raw = waiting
+            unpacked = Location(kind, Codec.RAW, 0, 0, len(raw), len(raw))
+            check_type(digest, unpacked, expect)
+            return unpacked, raw
         loc = self._pending.get(digest)
         if loc is None:
             return super().read_raw(digest, expect)
@@ -277,20 +248,20 @@ class ObjectWriter(ObjectReader):
         return loc, data
 
     def _add(self, digest: Digest, kind: ObjectType, data: bytes | memoryview) -> None:
-        raw = len(data)
-        codec = Codec.RAW
-        stored: bytes | memoryview = data
-        if raw >= _MIN_COMPRESS:
-            packed = self._cctx.compress(data)
-            if len(packed) < raw - raw // 16:
-                codec, stored = Codec.ZSTD, packed
-        loc = Location(kind, codec, self._pack_id, len(self._pack), len(stored), raw)
-        self._pack += stored
-        self._pending[digest] = loc
-        self.stored_bytes += len(stored)
+        # A copy: a view may be of a file's mmap, closed once the file is done.
+        self._packer.add(digest, kind, bytes(data))
         self.new_objects += 1
-        if len(self._pack) >= PACK_TARGET:
-            self._seal_pack()
+        self._store_packed()
+
+    def _store_packed(self, wait: bool = False) -> None:
+        """Put the packs the worker has finished into the batch, in order."""
+        for sealed in self._packer.ready(wait):
+            self.batch.put("packs", pack_key(sealed.pack_id), sealed.data)
+            for digest, loc in sealed.locations:
+                self.batch.put("index", digest, loc.encode())
+            self.stored_bytes += len(sealed.data)
+            if self.batch.pending_bytes >= FLUSH_BYTES:
+                self.batch.flush()
 
     def append_stored(self, digest: Digest, old: Location, stored: bytes) -> None:
         """Move an object's stored bytes (as they are) into the open pack (gc)."""
@@ -308,7 +279,7 @@ class ObjectWriter(ObjectReader):
             self.batch.put("index", digest, loc.encode())
         self._pending.clear()
         self._pack = bytearray()
-        self._pack_id = self._new_pack_id()
+        self._pack_id = new_pack_id()
         if self.batch.pending_bytes >= FLUSH_BYTES:
             self.batch.flush()
 
@@ -360,8 +331,13 @@ class ObjectWriter(ObjectReader):
         return digest
 
     def finish(self) -> None:
-        """Seal the open pack into the batch (the caller commits the batch)."""
+        """Wait for every pack and put it into the batch (the caller commits it)."""
+        self._store_packed(wait=True)
         self._seal_pack()
+
+    def close(self) -> None:
+        """Stop the compression worker (after an error, its packs are dropped)."""
+        self._packer.close()
 
 
 def read_exact(fd: int, size: int) -> bytes:
@@ -415,8 +391,11 @@ class ObjectStore:
     def writer(self) -> Iterator[ObjectWriter]:
         with self.backend.write() as batch:
             writer = ObjectWriter(batch)
-            yield writer
-            writer.finish()
+            try:
+                yield writer
+                writer.finish()
+            finally:
+                writer.close()
 
     def close(self) -> None:
         self.backend.close()

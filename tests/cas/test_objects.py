@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from earshot.cas import objects
+from earshot.cas import objects, packer
 from earshot.cas.backend import MemoryBackend
 from earshot.cas.digest import Digest, blob_digest, snapshot_digest, tree_digest
 from earshot.cas.lmdb_backend import LmdbBackend
@@ -160,11 +160,10 @@ def test_large_file_edited_in_the_middle_stores_only_the_chunks_around_the_edit(
     edited = data[:middle] + b"0123456789" + data[middle:]
     with store.writer() as writer:
         writer.put_large(data)
-        assert writer.stored_bytes >= len(data)
+    assert writer.stored_bytes >= len(data)  # complete once the block has ended
     with store.writer() as writer:
         digest = writer.put_large(edited)
-        second_write = writer.stored_bytes
-    assert second_write < 0.4 * len(edited)
+    assert writer.stored_bytes < 0.4 * len(edited)
     with store.reader() as reader:
         assert reader.read_blob(digest) == edited
 
@@ -238,7 +237,7 @@ def test_small_objects_share_one_pack(store: ObjectStore) -> None:
 def test_packs_are_sealed_at_the_target_size_and_all_objects_stay_readable(
     store: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(objects, "PACK_TARGET", 2000)
+    monkeypatch.setattr(packer, "RAW_PACK_TARGET", 2000)
     blobs = {rand(700, seed=i): None for i in range(30)}
     with store.writer() as writer:
         digests = {data: writer.put_blob(data) for data in blobs}
@@ -251,7 +250,7 @@ def test_packs_are_sealed_at_the_target_size_and_all_objects_stay_readable(
 def test_objects_flushed_before_a_failure_are_complete_and_nothing_dangles(
     store: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(objects, "PACK_TARGET", 2000)
+    monkeypatch.setattr(packer, "RAW_PACK_TARGET", 2000)
     monkeypatch.setattr(objects, "FLUSH_BYTES", 5000)
     with pytest.raises(RuntimeError), store.writer() as writer:
         for i in range(40):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from earshot.cas.digest import Digest, blob_digest
-from earshot.cas.objects import ObjectStore
+from earshot.cas.objects import Location, ObjectStore
 from earshot.cas.scan import TEMP_PREFIX, Scanner, ScanOptions, ScanReport
 from earshot.cas.statcache import SMUDGED, load_record
 from earshot.cas.tree import Kind, TreeEntry, Unrecorded
@@ -418,8 +418,9 @@ def test_scan_stores_each_distinct_content_once(store: ObjectStore, root: Path) 
         (root / f"copy{i}").write_bytes(b"same content")
     with store.writer() as writer:
         Scanner(root, writer).scan_root(root.parent / "scan.marker")
-        blobs = [d for d in writer._pending.values() if d.type.name == "BLOB"]
-    assert len(blobs) == 1
+    with store.reader() as reader:
+        locations = [Location.decode(v) for _k, v in reader.view.items("index")]
+    assert [loc.type.name for loc in locations].count("BLOB") == 1
 
 
 def test_scan_records_modes_of_files_with_special_bits(store: ObjectStore, root: Path) -> None:
