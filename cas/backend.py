@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 #: Tables every store has. Higher layers may ask for more by name at open.
-CORE_TABLES = ("meta", "packs", "index", "snapshots", "statcache")
+CORE_TABLES = ("meta", "packs", "index", "snapshots", "statcache", "counts")
 
 
 class ReadView(Protocol):

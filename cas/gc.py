@@ -51,6 +51,7 @@ def collect_garbage(store: ObjectStore, keep: Iterable[Digest], compact: bool = 
                     dead_bytes += loc.stored
             dead_set = set(dead)
             stale_records = [k for k, v in reader.view.items(STATCACHE) if _names_dead(v, dead_set)]
+            stale_counts = [k for k, _ in reader.view.items("counts") if k not in live]
         rewritten = deleted = 0
         with store.writer() as writer:
             for pack, members in by_pack.items():
@@ -65,6 +66,8 @@ def collect_garbage(store: ObjectStore, keep: Iterable[Digest], compact: bool = 
                 writer.batch.delete("index", digest)
             for key in stale_records:
                 writer.batch.delete(STATCACHE, key)
+            for key in stale_counts:
+                writer.batch.delete("counts", key)
     if compact:
         backend.compact()
     get_logger("earshot.cas").info(

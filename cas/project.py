@@ -48,7 +48,6 @@ from .tree import Kind, Unrecorded
 log = get_logger("earshot.cas")
 
 _HEAD = b"head"
-_HEAD_COUNTS = b"head-counts"
 _FULL_COST = b"full-restage-ns"
 
 
@@ -96,19 +95,17 @@ class Restored:
     before: Recorded | None
 
 
-def _encode_counts(tree: Digest, files: int, content_bytes: int) -> bytes:
-    return tree + files.to_bytes(8, "big") + content_bytes.to_bytes(8, "big")
-
-
 def _count_base(writer: ObjectWriter, base: Digest) -> tuple[int, int]:
-    """Files and bytes under ``base``: from the head's record when it is that tree.
+    """Files and bytes under ``base``, as recorded with every snapshot of that tree.
 
-    A scoped restage must not walk the tree to keep its counts; the head's
-    counts are kept beside it, and any other base is counted from the store.
+    A scoped restage must not walk the tree to keep its counts: every
+    snapshot's tree has its counts in the ``counts`` table. Only a tree no
+    snapshot recorded (none of earshot's callers) is counted from the store.
     """
-    raw = writer.batch.get("meta", _HEAD_COUNTS)
-    if raw is not None and raw[:32] == base:
-        return int.from_bytes(raw[32:40], "big"), int.from_bytes(raw[40:48], "big")
+    raw = writer.batch.get("counts", base)
+    if raw is not None and len(raw) == 16:
+        return int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big")
+    log.debug("counting a tree no snapshot recorded", tree=short(base))
     files = size = 0
     stack = [base]
     while stack:
@@ -277,7 +274,8 @@ class Project:
         if listed:
             writer.batch.put("snapshots", snapshot_key(digest, snap.time_ns), b"")
         writer.batch.put("meta", _HEAD, digest)
-        writer.batch.put("meta", _HEAD_COUNTS, _encode_counts(tree, snap.files, snap.content_bytes))
+        counts = snap.files.to_bytes(8, "big") + snap.content_bytes.to_bytes(8, "big")
+        writer.batch.put("counts", tree, counts)
         return Recorded(digest, snap, report, reused=False)
 
     @staticmethod

@@ -804,3 +804,45 @@ def test_resolve_of_a_prefix_shared_by_two_snapshots_raises_ambiguous_id(
     with pytest.raises(AmbiguousId):
         project.resolve("deadbeef")
     assert project.resolve("deadbeef" + "01" * 4) == a
+
+
+def test_scoped_restage_on_an_older_recorded_tree_keeps_exact_counts_without_walking(
+    root: Path, open_project: OpenProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from earshot.cas.objects import ObjectReader
+
+    for d in range(40):
+        (root / f"d{d}").mkdir()
+        (root / f"d{d}" / "f.txt").write_text(f"{d}\n")
+    project = open_project(root)
+    older = project.snapshot("older")
+    (root / "d1" / "f.txt").write_text("changed, so the head moves on\n")
+    project.snapshot("head")
+    (root / "d2" / "f.txt").write_text("named below\n")
+    read: list[Digest] = []
+    real_read_tree = ObjectReader.read_tree
+
+    def counting(self: ObjectReader, digest: Digest) -> list[TreeEntry]:
+        read.append(digest)
+        return real_read_tree(self, digest)
+
+    monkeypatch.setattr(ObjectReader, "read_tree", counting)
+    rec = project.record(["d2/f.txt"], base=older.snapshot.tree, listed=False)
+    assert len(set(read)) <= 3  # the root and d2, not the 40 directories
+    content = sum(len(f"{d}\n") for d in range(40)) - len("2\n") + len("named below\n")
+    assert (rec.snapshot.files, rec.snapshot.content_bytes) == (40, content)
+
+
+def test_gc_drops_the_counts_of_trees_no_snapshot_keeps(
+    root: Path, open_project: OpenProject
+) -> None:
+    (root / "a").write_text("a\n")
+    project = open_project(root)
+    first = project.snapshot("first")
+    (root / "a").write_text("b\n")
+    project.snapshot("second")
+    project.forget([first.digest])
+    project.gc()
+    with project.store.backend.read() as view:
+        trees = {k for k, _ in view.items("counts")}
+    assert first.snapshot.tree not in trees and len(trees) == 1
