@@ -11,7 +11,7 @@ from earshot.agent.engine import Engine
 from earshot.cas.project import Project
 
 from . import render, render_session
-from .common import EXIT_SKIPPED, fail, project_command, session_command
+from .common import EXIT_SKIPPED, fail, project_command, session_command, session_reader
 
 
 def _text(text: str) -> str:
@@ -21,7 +21,7 @@ def _text(text: str) -> str:
 
 @click.command()
 @click.argument("text")
-@session_command
+@session_reader
 def prompt(engine: Engine, as_json: bool, text: str) -> None:
     """Append TEXT ("-": stdin) as a user prompt to the session; prints the entry id.
 
@@ -42,7 +42,7 @@ def prompt(engine: Engine, as_json: bool, text: str) -> None:
     show_default=True,
     help="Who says it.",
 )
-@session_command
+@session_reader
 def say(engine: Engine, as_json: bool, text: str, role: str) -> None:
     """Append TEXT ("-": stdin) as a message of --role to the session; prints the entry id."""
     entry = conversation.say(engine.project, engine.session.id, role, _text(text))
@@ -51,7 +51,7 @@ def say(engine: Engine, as_json: bool, text: str, role: str) -> None:
 
 
 @click.command()
-@session_command
+@session_reader
 def tree(engine: Engine, as_json: bool) -> None:
     """List the numbered user prompts on the session's current path.
 
@@ -96,7 +96,7 @@ def rewind(engine: Engine, as_json: bool, n: int, code: bool, dry_run: bool, for
 
 @click.command()
 @click.argument("n", type=click.IntRange(min=1), metavar="[N]", required=False)
-@session_command
+@session_reader
 def fork(engine: Engine, as_json: bool, n: int | None) -> None:
     """Start a new session holding the current path up to before prompt N; print its id.
 

@@ -12,11 +12,11 @@ from earshot.agent.undo import redo as redo_batches
 from earshot.agent.undo import undo as undo_batches
 
 from . import render, render_agent
-from .common import EXIT_SKIPPED, session_command
+from .common import EXIT_SKIPPED, session_command, session_reader
 
 
 @click.command()
-@session_command
+@session_reader
 def log(engine: Engine, as_json: bool) -> None:
     """List the session's batches: seq, time, calls, files changed (+ ~ -).
 

@@ -126,7 +126,18 @@ def session_command(func: F) -> F:
     prefix), else with ``--continue`` the most recently active one, else
     $EARSHOT_SESSION, else the most recently active session of the root, else
     a new one. Its conversation log and checkpoint history both exist after.
+    The engine uses the watch daemon, starting it as $EARSHOT_WATCH says.
     """
+    return _session_command(func, watch=True)
+
+
+def session_reader(func: F) -> F:
+    """``session_command`` for commands that never change files (log, tree,
+    prompt, ...): they neither ask for the watch daemon nor start one."""
+    return _session_command(func, watch=False)
+
+
+def _session_command(func: F, watch: bool) -> F:
 
     @click.option(
         "--session",
@@ -166,7 +177,7 @@ def session_command(func: F) -> F:
         engine = Engine(
             project,
             record.id,
-            tracker=_tracker(project),
+            tracker=_tracker(project) if watch else None,
             capture_output=kwargs.get("as_json", False),
         )
         return func(engine=engine, **kwargs)

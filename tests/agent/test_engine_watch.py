@@ -117,3 +117,16 @@ def test_a_command_over_the_budget_is_attributed_exactly_and_undone_exactly(
         assert all((root / f"old{i}.txt").read_text() == f"{i}\n" for i in range(40))
     finally:
         cli.run("watch", "--stop", env=env, expect=None)
+
+
+def test_commands_that_change_no_file_never_start_the_daemon(cli: Any, root: Path) -> None:
+    session = cli.run("session", "new").stdout.strip()
+    env = cli.env(session, EARSHOT_WATCH="always")
+    try:
+        for args in (("log",), ("prompt", "hello"), ("tree",)):
+            cli.run(*args, env=env)
+        assert cli.json("watch", "--status", env=env)["running"] is False
+        cli.run("bash", "true", env=env)
+        assert cli.json("watch", "--status", env=env)["running"] is True
+    finally:
+        cli.run("watch", "--stop", env=env, expect=None)
