@@ -225,6 +225,14 @@ class BatchLinker:
         self.session_id = session_id
         self._log = session_log
 
+    def leaf(self) -> str | None:
+        """The log's current leaf: the batch about to begin hangs there (its anchor)."""
+        if self._log is None:
+            self._log = open_log(self.project, self.session_id)
+        else:
+            self._log.refresh()
+        return self._log.leaf
+
     def __call__(self, batch: Batch) -> None:
         try:
             if self._log is None:

@@ -3,9 +3,11 @@
 It follows the snapshot policy of DESIGN.md:
 
 - ``read_file``/``edit``: nothing.
-- ``write_file``: before, a scoped restage of the paths this session has
-  written plus the target (and what the watcher saw); after, a ledger line
-  for the target.
+- ``write_file`` (and the read-edit-write ``edit`` tool): before, a scoped
+  restage of the paths this session has written plus the targets (and what
+  the watcher saw); after, a ledger line per target. Consecutive writes are
+  restaged together, once before and once after the run, so a batch of N
+  writes costs two restages, not 2N.
 - ``bash`` judged destructive: a full restage before; after, the watcher's
   paths, else a full restage. With a gap-free watcher the restage before is
   scoped to what it saw: that records the same state, at the change's cost.
@@ -20,28 +22,40 @@ It follows the snapshot policy of DESIGN.md:
 
 Ledger lines are attributed to a call when the state before the call was
 exact (a full restage, or a tracker that saw everything); otherwise to
-"restage". Snapshots commit as they are taken; the batch record, which makes
-them part of the history, commits last, with the session record.
+"restage".
+
+Durability (docs/ARCHITECTURE.md, "Crashes"): once the state before the
+first mutating call is recorded, an *intent* is committed (reserving the
+batch's number) before anything runs; the batch record, the session's
+state, the watch mark and the intent's end then commit in one transaction,
+the batch's commit point. A process that dies in between leaves the intent,
+and the next command records the batch from it (``earshot.agent.recovery``).
+A failure to record the state after a call (a full disk) is never turned
+into "changed nothing": the batch stays an intent, undo refuses to step
+over it, and the error says so.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
+import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from earshot.cas.diff import diff_trees
-from earshot.cas.digest import Digest
+from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.errors import EarshotError
+from earshot.cas.intents import Held, end_intent, put_intent
 from earshot.cas.logs import get_logger
 from earshot.cas.lookup import lookup
 from earshot.cas.project import Project, Recorded
 from earshot.cas.restage import relative_path
 
 from .calls import Bash, Call, CallResult, EditFile, ReadFile, WriteFile, describe, edit
+from .command import run_command, shell_argv
 from .files import read_text_file, write_text_file
 from .records import (
     BY_RESTAGE,
@@ -50,6 +64,7 @@ from .records import (
     Change,
     SessionRecord,
     State,
+    get_batch,
     get_session,
     put_batch,
     put_session,
@@ -61,6 +76,10 @@ log = get_logger("earshot.agent")
 DEFAULT_BUDGET_NS = 200_000_000
 _KEEP = object()
 _WATCH_MARK = b"watch-mark"
+#: The kind of intent a batch of tool calls leaves while it runs.
+INTENT_CALLS = "calls"
+
+__all__ = ["Engine", "Outcome", "shell_argv"]
 
 
 def load_watch_mark(project: Project) -> tuple[str, Digest] | None:
@@ -96,6 +115,20 @@ class BadBudget(EarshotError):
         super().__init__(f"{ENV_BUDGET_MS}={raw!r} is not a number of milliseconds")
 
 
+class BatchNotRecorded(EarshotError):
+    """The calls ran (some of them), but the state after them could not be recorded."""
+
+    def __init__(self, cause: BaseException, seq: int) -> None:
+        reason = str(cause) if isinstance(cause, EarshotError) else _reason(cause)
+        super().__init__(
+            f"{reason}; batch {seq} ran but is not recorded yet: it is kept as "
+            "interrupted, undo will not step over it, and the next earshot command "
+            "that can write the store records it ('earshot log' shows it)"
+        )
+        self.cause = cause
+        self.seq = seq
+
+
 Classifier = Callable[[str, Callable[[str], bool]], bool]
 #: Called with each batch right after it commits (``Engine.on_batch``).
 BatchHook = Callable[[Batch], None]
@@ -118,12 +151,9 @@ class Outcome:
 
     batch: Batch
     results: tuple[CallResult, ...]
-
-
-def shell_argv(command: str) -> list[str]:
-    """The user's shell, as a login shell would pick it; /bin/sh otherwise."""
-    shell = os.environ.get("SHELL") or "/bin/sh"
-    return [shell, "-c", command]
+    #: A signal earshot received while a command ran (passed on to it); the
+    #: calls after it did not run. The caller exits 128 + this.
+    interrupted_by: int | None = None
 
 
 class Engine:
@@ -165,6 +195,8 @@ class Engine:
         self._first_done = False
         self._stale = False
         self._watching = not isinstance(self.tracker, NullTracker)
+        #: Whether this batch has restaged every path the session wrote.
+        self._written_fresh = False
 
     # -- snapshots ------------------------------------------------------------
 
@@ -219,18 +251,26 @@ class Engine:
         cost = self.project.full_restage_cost_ns()
         return cost is not None and cost <= self.budget_ns
 
-    def _before_call(self, call: Call, destructive: Callable[[], bool]) -> Recorded | None:
-        """Bring the recorded state up to date as the policy asks before ``call``."""
+    def _before_call(
+        self, call: Call, destructive: Callable[[], bool], targets: set[str]
+    ) -> Recorded | None:
+        """Bring the recorded state up to date as the policy asks before ``call``.
+
+        ``targets``: the paths the write run starting with ``call`` will write.
+        """
         if not self._first_done or self.tree is None:
             self._first_done = True
             vouched, rec = self._vouched_start()
             if vouched:
                 return rec
+            self._written_fresh = True
             return self._full("before the first call of a process")
         seen = self._seen()
         if seen is None and self._watching:
+            self._written_fresh = True
             return self._full("the watcher had a gap")
         if (seen is None or not self.exact) and destructive():
+            self._written_fresh = True
             return self._full("before a destructive command")
         # With a gap-free watcher, restaging what it saw brings every path up to
         # date: the same state a full restage would record, at the cost of the
@@ -242,10 +282,16 @@ class Engine:
             # stop vouching, so what a restage finds is not pinned on the call.
             self._stale = False
             if self._cheap():
+                self._written_fresh = True
                 return self._full("a new batch, no watcher")
             self.exact = False
         if isinstance(call, WriteFile | EditFile):
-            paths = set(self.session.written) | {relative_path(self.root, call.path)}
+            paths = set(targets)
+            if not self._written_fresh:
+                # The person may have changed what the session wrote since its
+                # last batch: once per batch, re-read all of it.
+                paths |= set(self.session.written)
+                self._written_fresh = True
             if seen is not None:
                 paths |= seen
             return self._scoped(paths, "before write_file")
@@ -267,49 +313,131 @@ class Engine:
                 if State.of(c.old) != State.of(c.new)
             ]
 
+    # -- the intent -----------------------------------------------------------
+
+    def _anchor(self) -> str | None:
+        """The conversation's current leaf, where this batch hangs (None: no log)."""
+        leaf = getattr(self.on_batch, "leaf", None)
+        if leaf is None:
+            return None
+        try:
+            result = leaf()
+        except (OSError, EarshotError):
+            return None
+        return None if result is None else str(result)
+
+    def begin_intent(self, kind: str, before: Digest | None, doc: Mapping[str, Any]) -> Held:
+        """Reserve the next batch number and commit an intent for it, in one transaction.
+
+        After this returns, the operation may change files: whatever happens
+        to this process, the next command finds the intent.
+        """
+        fields: dict[str, Any] = {
+            "session": self.session.id,
+            "before": before.hex() if before is not None else None,
+            "anchor": self._anchor(),
+            **doc,
+        }
+        held = self.project.intents.new(kind, fields)
+        try:
+            with self.project.store.backend.write() as txn:
+                current = get_session(txn, self.session.id) or self.session
+                held.intent = replace(held.intent, doc={**fields, "seq": current.next_seq})
+                put_session(txn, replace(current, next_seq=current.next_seq + 1))
+                put_intent(txn, held.intent)
+        except BaseException:
+            held.release()
+            raise
+        return held
+
     # -- calls --------------------------------------------------------------
 
-    def _write(self, index: int, path: str, data: bytes, ledger: list[Change]) -> None:
-        rel = relative_path(self.root, path)
+    def _write_run(
+        self, run: list[tuple[int, Call]], held: Held, ledger: list[Change]
+    ) -> list[CallResult]:
+        """Write and edit calls in a row (reads between them too): restaged once after."""
         pre = self.tree
-        write_text_file(self.root, rel, data)
-        # The watcher saw this write too: move its sync point past it.
+        results: list[CallResult] = []
+        wrote: dict[str, int] = {}
+        for index, call in run:
+            tool = describe(call)["tool"]
+            if isinstance(call, ReadFile):
+                results.append(self._read(index, call))
+                continue
+            assert isinstance(call, WriteFile | EditFile)
+            try:
+                rel = relative_path(self.root, call.path)
+                if isinstance(call, EditFile):
+                    raw = read_text_file(self.root, call.path)
+                    text = edit(
+                        raw.decode("utf-8", "surrogateescape"), call.old, call.new, call.all
+                    )
+                    data = text.encode("utf-8", "surrogateescape")
+                else:
+                    data = call.content
+                write_text_file(self.root, rel, data, temp_tag=held.id)
+            except (OSError, EarshotError, ValueError) as exc:
+                results.append(CallResult(index, tool, False, error=_reason(exc)))
+                continue
+            held.note(call=index, path=rel, digest=blob_digest(data).hex())
+            wrote[rel] = index
+            results.append(CallResult(index, tool, True))
+        if not wrote:
+            return results
+        # The watcher saw these writes too: move its sync point past them.
         seen = self._seen() if self._watching else None
-        self._scoped({rel} | (seen or set()), f"after write_file {rel}")
-        before, after = self._state(pre, rel), self._state(self.tree, rel)
-        if before != after:
-            ledger.append(Change(rel, before, after, index))
-        if rel not in self.session.written:
-            self.session = replace(self.session, written=(*self.session.written, rel))
+        self._scoped(set(wrote) | (seen or set()), "after write_file")
+        for rel, index in wrote.items():
+            before, after = self._state(pre, rel), self._state(self.tree, rel)
+            if before != after:
+                ledger.append(Change(rel, before, after, index))
+        new = [rel for rel in wrote if rel not in set(self.session.written)]
+        if new:
+            self.session = replace(self.session, written=(*self.session.written, *new))
+        return results
+
+    def _read(self, index: int, call: ReadFile) -> CallResult:
+        try:
+            text = read_text_file(self.root, call.path).decode("utf-8", "replace")
+            return CallResult(index, "read_file", True, output=text)
+        except (OSError, EarshotError, ValueError) as exc:
+            return CallResult(index, "read_file", False, error=_reason(exc))
 
     def _bash(
-        self, index: int, command: str, destructive: Callable[[], bool], ledger: list[Change]
-    ) -> tuple[int, str | None, bool]:
+        self,
+        index: int,
+        command: str,
+        destructive: Callable[[], bool],
+        ledger: list[Change],
+        held: Held,
+    ) -> tuple[CallResult, bool, int | None]:
+        """Run a command; returns its result, whether it was folded, and a signal received."""
         pre, exact_pre = self.tree, self.exact
-        proc = subprocess.run(
-            shell_argv(command),
-            cwd=self.root,
-            stdin=subprocess.DEVNULL,
-            capture_output=self.capture,
-            text=self.capture,
-            errors="replace" if self.capture else None,
-            check=False,
-        )
-        output = (proc.stdout or "") + (proc.stderr or "") if self.capture else None
+        try:
+            ran = run_command(
+                shell_argv(command),
+                self.root,
+                self.capture,
+                on_start=lambda pgid, start: held.note(call=index, pgid=pgid, start=start),
+            )
+        except OSError as exc:  # the shell itself could not start
+            return CallResult(index, "bash", False, error=_reason(exc)), False, None
+        result = CallResult(index, "bash", True, output=ran.output, exit_code=ran.returncode)
         seen = self._seen()
         assert pre is not None
+        by = index if exact_pre else BY_RESTAGE
         if seen is not None:
             if seen:
                 self._scoped(seen, "after bash (watcher)")
-                ledger.extend(self._diff(pre, self.tree or pre, index if exact_pre else BY_RESTAGE))
-            return proc.returncode, output, False
-        if destructive() or self._cheap():
+                ledger.extend(self._diff(pre, self.tree or pre, by))
+            return result, False, ran.interrupted_by
+        if destructive() or self._cheap() or ran.interrupted_by is not None:
             self._full("after bash")
-            ledger.extend(self._diff(pre, self.tree or pre, index if exact_pre else BY_RESTAGE))
-            return proc.returncode, output, False
+            ledger.extend(self._diff(pre, self.tree or pre, by))
+            return result, False, ran.interrupted_by
         self.exact = False  # its changes go into the next snapshot, unattributed
         log.info("folded", command=command)
-        return proc.returncode, output, True
+        return result, True, None
 
     def begin_own_changes(self) -> None:
         """Before earshot itself changes files (undo, redo, rewind).
@@ -359,50 +487,71 @@ class Engine:
     def run_batch(self, calls: Sequence[Call], labels: Sequence[str] | None = None) -> Outcome:
         """Run the calls of one model turn and record them as one batch."""
         self._stale = True
+        self._written_fresh = False
         return self._run_calls(calls, labels)
 
     def _run_calls(self, calls: Sequence[Call], labels: Sequence[str] | None) -> Outcome:
-        ledger: list[Change] = []
-        results: list[CallResult] = []
-        before: Digest | None = None
-        folded = False
-        for index, call in enumerate(calls):
-            tool = describe(call)["tool"]
-            if isinstance(call, ReadFile):
-                try:
-                    text = read_text_file(self.root, call.path).decode("utf-8", "replace")
-                    results.append(CallResult(index, tool, True, output=text))
-                except (OSError, EarshotError) as exc:
-                    results.append(CallResult(index, tool, False, error=_reason(exc)))
-                continue
-            destructive = self._judge(call)
-            rec = self._before_call(call, destructive)
-            if before is None:
-                before = rec.digest if rec is not None else self._current_snapshot()
-            try:
-                if isinstance(call, WriteFile):
-                    self._write(index, call.path, call.content, ledger)
-                    results.append(CallResult(index, tool, True))
-                elif isinstance(call, EditFile):
-                    text = read_text_file(self.root, call.path).decode("utf-8", "surrogateescape")
-                    new = edit(text, call.old, call.new, call.all)
-                    self._write(index, call.path, new.encode("utf-8", "surrogateescape"), ledger)
-                    results.append(CallResult(index, tool, True))
-                else:
-                    code, output, was_folded = self._bash(index, call.command, destructive, ledger)
-                    folded |= was_folded
-                    results.append(CallResult(index, tool, True, output=output, exit_code=code))
-            except (OSError, EarshotError) as exc:
-                results.append(CallResult(index, tool, False, error=_reason(exc)))
-        after = self._current_snapshot() if before is not None else None
         described = []
         for index, call in enumerate(calls):
             doc = describe(call)
             if labels is not None:
                 doc["agent"] = labels[index]
             described.append(doc)
-        batch = self._record(BatchKind.CALLS, tuple(described), before, after, ledger, folded)
-        return Outcome(batch, tuple(results))
+        ledger: list[Change] = []
+        results: list[CallResult] = []
+        before: Digest | None = None
+        held: Held | None = None
+        folded = False
+        stopped: int | None = None
+        index = 0
+        try:
+            while index < len(calls):
+                call = calls[index]
+                if stopped is not None:
+                    why = f"not run: earshot received signal {stopped} during an earlier call"
+                    results.append(CallResult(index, describe(call)["tool"], False, error=why))
+                    index += 1
+                    continue
+                if isinstance(call, ReadFile):
+                    results.append(self._read(index, call))
+                    index += 1
+                    continue
+                run = _write_run(calls, index) if not isinstance(call, Bash) else []
+                targets = {t for _, c in run if (t := _target(self.root, c)) is not None}
+                destructive = self._judge(call)
+                rec = self._before_call(call, destructive, targets)
+                if held is None:
+                    before = rec.digest if rec is not None else self.project.head_snapshot()
+                    held = self.begin_intent(INTENT_CALLS, before, {"calls": described})
+                if run:
+                    results.extend(self._write_run(run, held, ledger))
+                    index = run[-1][0] + 1
+                    continue
+                assert isinstance(call, Bash)
+                result, was_folded, stopped = self._bash(
+                    index, call.command, destructive, ledger, held
+                )
+                folded |= was_folded
+                results.append(result)
+                index += 1
+            after = self.project.head_snapshot() if before is not None else None
+            batch = self.record(
+                BatchKind.CALLS,
+                tuple(described),
+                before,
+                after,
+                ledger,
+                folded=folded,
+                held=held,
+            )
+        except BaseException as exc:
+            if held is None:
+                raise
+            held.close()  # the intent stays: the next command records the batch
+            if isinstance(exc, EarshotError | OSError):
+                raise BatchNotRecorded(exc, int(held.intent.doc["seq"])) from exc
+            raise
+        return Outcome(batch, tuple(results), stopped)
 
     def run_dispatch(self, children: Sequence[Sequence[Call]]) -> Outcome:
         """Write-capable subagents: one snapshot before any child, one batch for all.
@@ -418,22 +567,103 @@ class Engine:
         self._first_done = True
         self._full("before a subagent dispatch")
         self._stale = False  # the dispatch's own snapshot is exact
+        self._written_fresh = True
         return self._run_calls(calls, labels)
 
-    def _current_snapshot(self) -> Digest | None:
-        return self.project.head_snapshot()
-
-    def _record(
+    def record(
         self,
         kind: BatchKind,
-        calls: tuple[dict[str, object], ...],
+        calls: tuple[dict[str, Any], ...],
         before: Digest | None,
         after: Digest | None,
         ledger: list[Change],
-        folded: bool,
+        *,
+        folded: bool = False,
         targets: tuple[int, ...] = (),
+        held: Held | None = None,
+        marks: Callable[[int], Mapping[int, Mapping[str, Any]]] | None = None,
+        interrupted: bool = False,
+        then: Held | None = None,
     ) -> Batch:
-        return record_batch(self.project, self, kind, calls, before, after, ledger, folded, targets)
+        """Commit a batch: its one commit point.
+
+        In one transaction: the batch record (under the number its intent
+        reserved), the session's state, the watch mark, the marks it sets on
+        other batches (``marks(seq)`` -> {seq: fields}, e.g. ``undone_by``),
+        the end of its intent, and the start of ``then`` (an intent for what
+        must follow, made by the caller). Nothing a reader needs is written
+        after.
+        """
+        now = time.time_ns()
+        with self.project.store.backend.write() as txn:
+            current = get_session(txn, self.session.id) or self.session
+            seq = int(held.intent.doc["seq"]) if held is not None else current.next_seq
+            anchor = held.intent.doc.get("anchor") if held is not None else None
+            batch = Batch(
+                session=self.session.id,
+                seq=seq,
+                kind=kind,
+                time_ns=now,
+                calls=calls,
+                before=before,
+                after=after,
+                ledger=tuple(merge_ledger(ledger)),
+                folded=folded,
+                targets=targets,
+                interrupted=interrupted,
+                anchor=anchor if isinstance(anchor, str) else None,
+            )
+            put_batch(txn, batch)
+            for other, fields in (marks(seq) if marks is not None else {}).items():
+                marked = get_batch(txn, self.session.id, other)
+                if marked is not None:
+                    put_batch(txn, replace(marked, **fields))
+            # A daemon's token, with the tree it vouches for: the next process may
+            # then trust the watcher instead of walking the tree (DESIGN.md).
+            token = self._token
+            if self.exact and isinstance(token, str) and self.tree is not None:
+                mark = {"token": token, "tree": self.tree.hex()}
+                txn.put("meta", _WATCH_MARK, json.dumps(mark).encode())
+            else:
+                txn.delete("meta", _WATCH_MARK)
+            written = tuple(dict.fromkeys((*current.written, *self.session.written)))
+            self.session = SessionRecord(
+                current.id, current.created_ns, now, max(current.next_seq, seq + 1), written
+            )
+            put_session(txn, self.session)
+            if held is not None:
+                end_intent(txn, held.intent)
+            if then is not None:
+                put_intent(txn, then.intent)
+        if held is not None:
+            held.release()
+        log.info("batch", session=batch.session, seq=seq, kind=kind.value, changes=len(ledger))
+        if self.on_batch is not None:
+            self.on_batch(batch)
+        return batch
+
+
+def _target(root: str, call: Call) -> str | None:
+    """The root-relative path a write or edit call names (None if it names none)."""
+    if not isinstance(call, WriteFile | EditFile):
+        return None
+    try:
+        return relative_path(root, call.path)
+    except (EarshotError, ValueError):
+        return None
+
+
+def _write_run(calls: Sequence[Call], start: int) -> list[tuple[int, Call]]:
+    """The write/edit calls from ``start`` on, with the reads between them, up to a command."""
+    run: list[tuple[int, Call]] = []
+    for index in range(start, len(calls)):
+        call = calls[index]
+        if isinstance(call, Bash):
+            break
+        run.append((index, call))
+    while run and isinstance(run[-1][1], ReadFile):
+        run.pop()  # trailing reads run after the run's restage, as ever
+    return run
 
 
 def merge_ledger(lines: list[Change]) -> list[Change]:
@@ -449,52 +679,9 @@ def merge_ledger(lines: list[Change]) -> list[Change]:
     return [c for c in merged.values() if c.before != c.after]
 
 
-def record_batch(
-    project: Project,
-    engine: Engine,
-    kind: BatchKind,
-    calls: tuple[dict[str, object], ...],
-    before: Digest | None,
-    after: Digest | None,
-    ledger: list[Change],
-    folded: bool,
-    targets: tuple[int, ...] = (),
-) -> Batch:
-    """Commit a batch with the session record, in one transaction."""
-    now = time.time_ns()
-    with project.store.backend.write() as txn:
-        current = get_session(txn, engine.session.id) or engine.session
-        seq = current.next_seq
-        batch = Batch(
-            session=engine.session.id,
-            seq=seq,
-            kind=kind,
-            time_ns=now,
-            calls=calls,
-            before=before,
-            after=after,
-            ledger=tuple(merge_ledger(ledger)),
-            folded=folded,
-            targets=targets,
-        )
-        put_batch(txn, batch)
-        # A daemon's token, with the tree it vouches for: the next process may
-        # then trust the watcher instead of walking the tree (DESIGN.md).
-        token = engine._token
-        if engine.exact and isinstance(token, str) and engine.tree is not None:
-            mark = {"token": token, "tree": engine.tree.hex()}
-            txn.put("meta", _WATCH_MARK, json.dumps(mark).encode())
-        else:
-            txn.delete("meta", _WATCH_MARK)
-        log.info(
-            "batch", session=batch.session, seq=seq, kind=kind.value, changes=len(batch.ledger)
-        )
-        written = tuple(dict.fromkeys((*current.written, *engine.session.written)))
-        engine.session = SessionRecord(current.id, current.created_ns, now, seq + 1, written)
-        put_session(txn, engine.session)
-    if engine.on_batch is not None:
-        engine.on_batch(batch)
-    return batch
+def exit_status(signum: int) -> int:
+    """The exit status a shell reports for a process ended by ``signum``."""
+    return 128 + int(signal.Signals(signum))
 
 
 def _reason(exc: BaseException) -> str:

@@ -32,11 +32,13 @@ def _parent_fd(handles: DirHandles, rel: str, create: bool) -> tuple[int, bytes]
     return handles.dir_fd(parent), os.fsencode(name)
 
 
-def write_text_file(root: str, path: str, data: bytes) -> str:
+def write_text_file(root: str, path: str, data: bytes, temp_tag: str | None = None) -> str:
     """Write ``data`` at ``path`` atomically; return the root-relative path.
 
     An existing file keeps its permission bits; a new one gets the umask's.
-    Refuses (UnsafePath) a parent that is a symlink or a file.
+    Refuses (UnsafePath) a parent that is a symlink or a file. The temp file
+    is named after ``temp_tag`` (the batch's intent): if this process dies
+    before the rename, the command that finishes the batch removes it.
     """
     rel = relative_path(root, path)
     handles = DirHandles(root)
@@ -52,7 +54,8 @@ def write_text_file(root: str, path: str, data: bytes) -> str:
                 raise IsADirectoryError(errno.EISDIR, "is a directory", rel)
             if stat.S_ISREG(st.st_mode):
                 mode = stat.S_IMODE(st.st_mode)
-        temp = os.fsencode(f"{TEMP_PREFIX}w{os.getpid()}-{os.urandom(4).hex()}")
+        tag = temp_tag or f"w{os.getpid()}"
+        temp = os.fsencode(f"{TEMP_PREFIX}{tag}-{os.urandom(4).hex()}")
         out = os.open(temp, _WRITE_FLAGS, 0o666, dir_fd=fd)
         try:
             view = memoryview(data)

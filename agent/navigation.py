@@ -1,13 +1,19 @@
 """Navigating a session: its prompts, rewind (with code), fork, and checks.
 
 Rewind with code, in this order, under the session's rewind lock: (1) find
-prompt N and the batches linked on the path after it, writing nothing;
-(2) undo those batches (dry run: only compute the impact); refuse with
+prompt N and the batches after it on the path, writing nothing; (2) undo
+those batches (dry run: only compute the impact); refuse with
 ``NothingToRestore`` when none is left to undo; (3) append the navigation.
 So a refusal or a dry run leaves both halves as they were, and the rewind
-batch's own link lands on the abandoned branch, where it belongs. A crash
-between (2) and (3) leaves the code rewound and the conversation not: a
-plain ``rewind N`` finishes it.
+batch's own link lands on the abandoned branch, where it belongs. The undo's
+commit also commits an intent for (3), ended once the navigation is
+appended: a process that dies between them leaves it, and the next command
+appends the navigation (``finish_navigation``).
+
+The batches after prompt N are those linked there, and those whose link
+was lost (a torn last line) but whose record's *anchor* (the log's leaf when
+the batch began) lies on the path after the prompt: a batch's place in the
+conversation is derivable from the checkpoint records alone.
 
 A fork copies its source's entries, batch links included; those batches
 belong to the source session (undo is scoped to the session that made them),
@@ -21,13 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from earshot.cas.errors import EarshotError
+from earshot.cas.intents import Held
 from earshot.cas.logs import get_logger
 from earshot.cas.project import Project
 
 from .conversation import log_dir, open_log
 from .engine import Engine
 from .ids import EntryId, SessionId
-from .records import SessionRecord
+from .records import Batch, SessionRecord, session_batches
 from .session_check import Problem, RepairResult, check, repair
 from .session_entries import BatchLink, Entry, ForkOrigin
 from .session_list import session_files
@@ -126,8 +133,12 @@ def _prompt(session_log: Session, prompts: tuple[Prompt, ...], n: int) -> Prompt
     return prompts[n - 1]
 
 
-def plan_rewind(session_log: Session, n: int) -> RewindPlan:
-    """What ``rewind(n)`` would do, with nothing written."""
+def plan_rewind(session_log: Session, n: int, records: Iterable[Batch] = ()) -> RewindPlan:
+    """What ``rewind(n)`` would do, with nothing written.
+
+    ``records``: the session's batch records; a batch no link in the log
+    names is placed by its anchor (the log's leaf when it began).
+    """
     path, prompts = current_prompts(session_log)
     prompt = _prompt(session_log, prompts, n)
     start = next(i for i, e in enumerate(path) if e.id == prompt.id)
@@ -137,14 +148,40 @@ def plan_rewind(session_log: Session, n: int) -> RewindPlan:
     for entry in path[start:]:
         if isinstance(entry.body, BatchLink):
             (foreign if entry.id in copied else own).append(entry.body.batch)
+    linked = {e.body.batch for e in session_log.entries() if isinstance(e.body, BatchLink)}
+    after_prompt = {e.id for e in path[start:]}
+    own += [
+        b.seq
+        for b in records
+        if b.seq not in linked and b.anchor is not None and b.anchor in after_prompt
+    ]
     return RewindPlan(
         session_log.id,
         prompt,
         len(prompts),
         path[start].parent_id,
-        tuple(dict.fromkeys(own)),
+        tuple(sorted(dict.fromkeys(own))),
         tuple(dict.fromkeys(foreign)),
     )
+
+
+def _batches(engine: Engine) -> list[Batch]:
+    with engine.project.store.backend.read() as view:
+        return session_batches(view, engine.session.id)
+
+
+#: The intent a rewind with code leaves until its navigation is appended.
+NAVIGATE = "navigate"
+
+
+def finish_navigation(project: Project, held: Held) -> Entry:
+    """Append the navigation of a rewind whose process died after undoing its code."""
+    doc = held.intent.doc
+    session_log = open_log(project, str(doc["session"]))
+    target = doc.get("target")
+    entry = session_log.navigate(None if target is None else str(target))
+    project.intents.drop(held)
+    return entry
 
 
 def rewind(
@@ -158,19 +195,31 @@ def rewind(
     follow undo's rules (``force`` overwrites). ``dry_run`` writes nothing.
     """
     session_log = open_log(engine.project, engine.session.id)
+    intents = engine.project.intents
     with session_log.rewind_lock():
-        plan = plan_rewind(session_log, n)
+        plan = plan_rewind(session_log, n, _batches(engine))
         impact = None
+        then = None
         if code:
             if not plan.batches:
                 raise NothingToRestore(session_log.id, n, ())
+            if not dry_run:
+                then = intents.new(NAVIGATE, {"session": session_log.id, "target": plan.target})
             try:
-                impact = undo_batches(engine, list(plan.batches), force=force, dry_run=dry_run)
-            except NothingToUndo:
-                raise NothingToRestore(session_log.id, n, plan.batches) from None
+                impact = undo_batches(
+                    engine, list(plan.batches), force=force, dry_run=dry_run, then=then
+                )
+            except BaseException as exc:
+                if then is not None:
+                    then.release()
+                if isinstance(exc, NothingToUndo):
+                    raise NothingToRestore(session_log.id, n, plan.batches) from None
+                raise
         if dry_run:
             return Rewound(plan, None, impact, True)
         navigation = session_log.navigate(plan.target)
+        if then is not None:
+            intents.drop(then)
     log.info("rewind", session=session_log.id, prompt=n, code=code, batches=list(plan.batches))
     return Rewound(plan, navigation, impact, False)
 

@@ -2,8 +2,11 @@
 
 They live in the project's own store, in two tables beside the objects:
 ``batches`` (key: session id + 4-byte sequence number) and ``sessions``
-(key: session id). Values are small JSON documents: they are read a few at a
-time, by people as much as by code (``earshot log --json``).
+(key: session id). Values are small JSON documents, read a few at a time,
+by people as much as by code (``earshot log --json``), each sealed with a
+digest of its key and content (``earshot.cas.sealed``): a ledger with one
+flipped byte would name another path, so a damaged record is refused as
+``CorruptRecord``, never read.
 """
 
 from __future__ import annotations
@@ -13,11 +16,15 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from earshot.cas.backend import ReadView, WriteBatch
+from earshot.cas.backend import Backend, ReadView, WriteBatch
 from earshot.cas.digest import Digest
+from earshot.cas.sealed import CorruptRecord, is_sealed, seal_json, unseal_json
 from earshot.cas.tree import Kind, TreeEntry
 
 TABLES = ("batches", "sessions")
+#: The version of the agent's records in ``meta``: 1 = sealed.
+_RECORDS_KEY = b"agent-records"
+_RECORDS_VERSION = b"1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +116,12 @@ class Batch:
     undone_by: int | None = None
     #: Set on an undo batch once a redo has replayed it.
     redone_by: int | None = None
+    #: Recorded by a later command: the process running it died (a kill, a
+    #: full disk) after the state before it was recorded (see recovery).
+    interrupted: bool = False
+    #: The conversation log's leaf when the batch began: where it hangs in the
+    #: conversation even if its link in the log was lost.
+    anchor: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -132,6 +145,8 @@ class Batch:
             "targets": list(self.targets),
             "undone_by": self.undone_by,
             "redone_by": self.redone_by,
+            "interrupted": self.interrupted,
+            "anchor": self.anchor,
         }
 
     @staticmethod
@@ -152,6 +167,8 @@ class Batch:
             targets=tuple(doc.get("targets", ())),
             undone_by=doc.get("undone_by"),
             redone_by=doc.get("redone_by"),
+            interrupted=bool(doc.get("interrupted", False)),
+            anchor=doc.get("anchor"),
         )
 
 
@@ -193,20 +210,35 @@ def _batch_key(session: str, seq: int) -> bytes:
     return session.encode() + b"/" + seq.to_bytes(4, "big")
 
 
+def _batch_name(key: bytes) -> str:
+    session, _, seq = key.rpartition(b"/")
+    return f"batch {int.from_bytes(seq, 'big')} of session {session.decode(errors='replace')}"
+
+
+def _load(cls: Any, key: bytes, value: bytes, what: str) -> Any:
+    """A record from its sealed JSON; ``CorruptRecord`` for anything that does not fit."""
+    doc = unseal_json(key, value, what)
+    try:
+        return cls.from_json(doc)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptRecord(what, f"sealed, but not a record: {exc!r}") from None
+
+
 def put_batch(batch_writer: WriteBatch, batch: Batch) -> None:
-    value = json.dumps(batch.to_json(), separators=(",", ":")).encode()
-    batch_writer.put("batches", _batch_key(batch.session, batch.seq), value)
+    key = _batch_key(batch.session, batch.seq)
+    batch_writer.put("batches", key, seal_json(key, batch.to_json()))
 
 
 def get_batch(view: ReadView, session: str, seq: int) -> Batch | None:
-    raw = view.get("batches", _batch_key(session, seq))
-    return None if raw is None else Batch.from_json(json.loads(raw))
+    key = _batch_key(session, seq)
+    raw = view.get("batches", key)
+    return None if raw is None else _load(Batch, key, raw, _batch_name(key))
 
 
 def session_batches(view: ReadView, session: str) -> list[Batch]:
     """A session's batches in sequence order."""
     prefix = session.encode() + b"/"
-    return [Batch.from_json(json.loads(v)) for _, v in view.items("batches", prefix)]
+    return [_load(Batch, k, v, _batch_name(k)) for k, v in view.items("batches", prefix)]
 
 
 def delete_session_batches(batch_writer: WriteBatch, session: str) -> int:
@@ -218,14 +250,63 @@ def delete_session_batches(batch_writer: WriteBatch, session: str) -> int:
 
 
 def put_session(batch_writer: WriteBatch, record: SessionRecord) -> None:
-    value = json.dumps(record.to_json(), separators=(",", ":")).encode()
-    batch_writer.put("sessions", record.id.encode(), value)
+    key = record.id.encode()
+    batch_writer.put("sessions", key, seal_json(key, record.to_json()))
 
 
 def get_session(view: ReadView, session: str) -> SessionRecord | None:
-    raw = view.get("sessions", session.encode())
-    return None if raw is None else SessionRecord.from_json(json.loads(raw))
+    key = session.encode()
+    raw = view.get("sessions", key)
+    return None if raw is None else _load(SessionRecord, key, raw, f"session {session}")
 
 
 def all_sessions(view: ReadView) -> list[SessionRecord]:
-    return [SessionRecord.from_json(json.loads(v)) for _, v in view.items("sessions")]
+    return [
+        _load(SessionRecord, k, v, f"session {k.decode(errors='replace')}")
+        for k, v in view.items("sessions")
+    ]
+
+
+def check_records(view: ReadView) -> list[str]:
+    """Every batch and session record that is damaged, one line each (for fsck)."""
+    problems = []
+    for table, cls in (("sessions", SessionRecord), ("batches", Batch)):
+        for key, value in view.items(table):
+            what = (
+                _batch_name(key)
+                if table == "batches"
+                else f"session {key.decode(errors='replace')}"
+            )
+            try:
+                _load(cls, key, value, what)
+            except CorruptRecord as exc:
+                problems.append(str(exc).removesuffix("; run 'earshot fsck'"))
+    return problems
+
+
+def upgrade_records(backend: Backend) -> int:
+    """Seal the records of a store written before records were sealed; return how many.
+
+    One transaction: a kill leaves the store as it was, and the upgrade runs
+    again. A legacy record that is not even JSON stays as it is, and is
+    reported as damaged from then on.
+    """
+    with backend.read() as view:
+        if view.get("meta", _RECORDS_KEY) == _RECORDS_VERSION:
+            return 0
+        if not any(True for table in TABLES for _ in view.items(table)):
+            return 0  # nothing written yet: what will be is sealed
+    count = 0
+    with backend.write() as txn:
+        for table in TABLES:
+            for key, value in list(txn.items(table)):
+                if is_sealed(key, value):
+                    continue
+                try:
+                    doc = json.loads(value)
+                except ValueError:
+                    continue
+                txn.put(table, key, seal_json(key, doc))
+                count += 1
+        txn.put("meta", _RECORDS_KEY, _RECORDS_VERSION)
+    return count

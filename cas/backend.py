@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 #: Tables every store has. Higher layers may ask for more by name at open.
-CORE_TABLES = ("meta", "packs", "index", "snapshots", "statcache", "counts")
+CORE_TABLES = ("meta", "packs", "index", "snapshots", "statcache", "counts", "intents")
 
 
 class ReadView(Protocol):
@@ -41,8 +41,15 @@ class WriteBatch(ReadView, Protocol):
     @property
     def pending_bytes(self) -> int: ...
 
-    def flush(self) -> None:
-        """Commit what is buffered so far, as one transaction, and go on."""
+    def flush(self, tables: tuple[str, ...] | None = None) -> None:
+        """Commit what is buffered so far, as one transaction, and go on.
+
+        With ``tables``, only what is buffered for those tables commits; the
+        rest stays buffered for a later flush or the end of the block. The
+        object writer commits objects early this way, and everything that
+        names an object (the stat cache, snapshots, records) only at the end,
+        so no committed record ever names an object that is not committed.
+        """
         ...
 
 
@@ -106,6 +113,23 @@ class Buffer:
     def clear(self) -> None:
         self.tables.clear()
         self.size = 0
+
+    def take(self, tables: tuple[str, ...] | None) -> Buffer:
+        """Move the named tables' changes (all, for None) into a new buffer."""
+        taken = Buffer()
+        if tables is None:
+            taken.tables, taken.size = self.tables, self.size
+            self.tables, self.size = {}, 0
+            return taken
+        for name in tables:
+            changes = self.tables.pop(name, None)
+            if changes is None:
+                continue
+            taken.tables[name] = changes
+            moved = sum(len(k) + (len(v) if v is not None else 0) for k, v in changes.items())
+            taken.size += moved
+            self.size -= moved
+        return taken
 
 
 class MemoryBackend:
@@ -196,6 +220,5 @@ class _MemoryBatch(_MemoryView):
     def pending_bytes(self) -> int:
         return self._buffer.size
 
-    def flush(self) -> None:
-        self._backend.apply(self._buffer)
-        self._buffer.clear()
+    def flush(self, tables: tuple[str, ...] | None = None) -> None:
+        self._backend.apply(self._buffer.take(tables))

@@ -10,6 +10,7 @@ never shrinks, ``compact`` rewrites it to its live size.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
@@ -20,19 +21,69 @@ from typing import Any
 
 import lmdb
 
+from . import faults
 from .backend import CORE_TABLES, Buffer, ReadView, WriteBatch
 from .errors import EarshotError
 
 _INITIAL_MAP = 1 << 30
 _MAX_MAP = 1 << 44
+#: Space set aside beside the store, given back when a small transaction (an
+#: intent, a batch record, gc's deletions) finds the disk full: the way out of
+#: a full disk must not itself need space.
+RESERVE_BYTES = 4 << 20
+_RESERVE = "reserve"
+#: A failed write with less than this free (or than twice what was being
+#: written) is a full disk: LMDB reports a short write as EIO.
+_LOW_SPACE = 16 << 20
 
 
 class StoreError(EarshotError):
     """The database failed underneath (disk full, permissions, corruption)."""
 
-    def __init__(self, path: Path, why: str) -> None:
-        super().__init__(f"store {path}: {why}")
+    def __init__(self, path: Path, why: str, no_space: bool = False) -> None:
+        super().__init__(why if no_space else f"store {path}: {why}")
         self.path = path
+        #: The disk holding the store is full.
+        self.no_space = no_space
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes free to this user on the file system holding ``path``."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _human(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    size = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
+
+
+def store_failure(path: Path, exc: BaseException, writing: int = 0) -> StoreError:
+    """A one-line error for a failed store operation; a full disk is said in words."""
+    code = getattr(exc, "errno", None)
+    text = getattr(exc, "strerror", None) or str(exc)
+    free = free_bytes(path)
+    full = code == errno.ENOSPC or "No space" in text
+    if not full and (code == errno.EIO or "Input/output error" in text) and free is not None:
+        full = free < max(_LOW_SPACE, 2 * writing)
+    if full:
+        left = f" ({_human(free)} free)" if free is not None else ""
+        return StoreError(
+            path,
+            f"no space left on the device holding the store at {path}{left}; free some "
+            "space ('earshot gc' drops what only old sessions need)",
+            no_space=True,
+        )
+    return StoreError(path, text)
 
 
 class StoreBusy(EarshotError):
@@ -54,11 +105,41 @@ class LmdbBackend:
             path.mkdir(parents=True, exist_ok=True, mode=0o700)
             # Held shared by every process with the store open; compact takes it
             # exclusively, so it never swaps the file under a reader.
-            self._lock_fd = os.open(path / "open.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            self._lock_fd = os.open(
+                path / "open.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+            )
             fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
         except OSError as exc:
-            raise StoreError(path, exc.strerror or str(exc)) from None
+            raise store_failure(path, exc) from None
         self._open_env()
+        self._keep_reserve()
+
+    def _keep_reserve(self) -> None:
+        """Set the space reserve aside, if it is not and the disk has room to spare."""
+        reserve = self.path / _RESERVE
+        if reserve.exists():
+            return
+        free = free_bytes(self.path)
+        if free is None or free < 4 * RESERVE_BYTES:
+            return
+        try:
+            fd = os.open(reserve, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except OSError:
+            reserve.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+    def _use_reserve(self) -> bool:
+        """Give the reserve back to the file system; False if there was none."""
+        try:
+            (self.path / _RESERVE).unlink()
+        except FileNotFoundError:
+            return False
+        return True
 
     def _open_env(self) -> None:
         data = self.path / "data.mdb"
@@ -79,7 +160,7 @@ class LmdbBackend:
                 for name in self._table_names:
                     self._dbs[name] = self._env.open_db(name.encode(), txn=txn)
         except lmdb.Error as exc:
-            raise StoreError(self.path, str(exc)) from None
+            raise store_failure(self.path, exc) from None
 
     def _db(self, table: str) -> Any:
         try:
@@ -105,7 +186,7 @@ class LmdbBackend:
         try:
             txn = self._begin(write=False)
         except lmdb.Error as exc:
-            raise StoreError(self.path, str(exc)) from None
+            raise store_failure(self.path, exc) from None
         try:
             yield _LmdbView(self, txn)
         finally:
@@ -121,9 +202,15 @@ class LmdbBackend:
             batch.close()
 
     def apply(self, buffer: Buffer) -> None:
-        """Apply buffered changes in one transaction, growing the map if full."""
+        """Apply buffered changes in one transaction, growing the map if full.
+
+        A full disk fails the transaction as a whole (nothing of it is
+        visible); a small one is retried once with the space reserve given
+        back, so records and gc still work on a full disk.
+        """
         if not buffer.tables:
             return
+        reserve_tried = False
         while True:
             try:
                 with self._begin(write=True) as txn:
@@ -135,11 +222,17 @@ class LmdbBackend:
                                 txn.delete(key, db=db)
                             else:
                                 txn.put(key, value, db=db)
+                    faults.point("store-commit")
                 return
             except lmdb.MapFullError:
                 self._grow(buffer.size)
-            except lmdb.Error as exc:
-                raise StoreError(self.path, str(exc)) from None
+            except (lmdb.Error, OSError) as exc:
+                failure = store_failure(self.path, exc, buffer.size)
+                small = buffer.size <= RESERVE_BYTES // 4
+                if failure.no_space and small and not reserve_tried and self._use_reserve():
+                    reserve_tried = True
+                    continue
+                raise failure from None
 
     def _grow(self, needed: int) -> None:
         size = self._env.info()["map_size"]
@@ -180,6 +273,15 @@ class LmdbBackend:
                 self._env.copy(str(tmp), compact=True)
             except lmdb.Error as exc:
                 shutil.rmtree(tmp, ignore_errors=True)
+                failure = store_failure(self.path, exc)
+                if failure.no_space:
+                    raise StoreError(
+                        self.path,
+                        f"{failure}; compacting copies the live data, so it needs about "
+                        "that much free space: run 'earshot gc' without --compact, which "
+                        "frees room inside the store for new checkpoints",
+                        no_space=True,
+                    ) from None
                 raise StoreError(self.path, f"compact failed: {exc}") from None
             self._env.close()
             os.replace(tmp / "data.mdb", self.path / "data.mdb")
@@ -259,10 +361,9 @@ class _LmdbBatch:
     def pending_bytes(self) -> int:
         return self._buffer.size
 
-    def flush(self) -> None:
+    def flush(self, tables: tuple[str, ...] | None = None) -> None:
         self._end_read()
-        self._backend.apply(self._buffer)
-        self._buffer.clear()
+        self._backend.apply(self._buffer.take(tables))
 
     def _end_read(self) -> None:
         # A read txn open in this process would pin pages and block set_mapsize.

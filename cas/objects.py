@@ -23,6 +23,7 @@ from pathlib import Path
 import blake3
 import zstandard
 
+from . import faults
 from .backend import Backend, ReadView, WriteBatch
 from .digest import DIGEST_SIZE, Digest, blob_digest, short, snapshot_digest, tree_digest
 from .errors import EarshotError
@@ -35,10 +36,19 @@ from .snapshot import Snapshot, decode_snapshot, hash_snapshot
 from .tree import TreeEntry, decode_tree, hash_tree
 from .varint import decode_uvarint, encode_uvarint
 
-FORMAT_VERSION = b"1"
+#: 2: intents, sealed agent records, and no stat-cache record of format 1
+#: (which a kill could leave naming a missing object) is trusted.
+FORMAT_VERSION = b"2"
+#: Formats this version opens, upgrading them in place to FORMAT_VERSION.
+UPGRADES_FROM = (b"1",)
 PACK_TARGET = 4 << 20
-#: Buffered writes are committed once they pass this (bounded memory on huge trees).
+#: Buffered objects are committed once they pass this (bounded memory on huge trees).
 FLUSH_BYTES = 64 << 20
+#: The tables an early flush commits: objects, each pack with its index entries.
+#: Anything that names an object (stat cache, snapshots, records) commits only
+#: at the end of the write block, after every object it could name, so a kill
+#: at any instant leaves no record naming a missing object.
+OBJECT_TABLES = ("packs", "index")
 CHUNK_THRESHOLD = 1 << 20
 CHUNK_AVG = 256 << 10
 _TREE_CACHE = 4096
@@ -220,6 +230,7 @@ class ObjectWriter(ObjectReader):
         #: Bytes of the packs put into the batch so far: complete after finish().
         self.stored_bytes = 0
         self.new_objects = 0
+        self._unflushed = 0
 
     def locate(self, digest: Digest) -> Location | None:
         pending = self._pending.get(digest)
@@ -260,8 +271,8 @@ class ObjectWriter(ObjectReader):
             for digest, loc in sealed.locations:
                 self.batch.put("index", digest, loc.encode())
             self.stored_bytes += len(sealed.data)
-            if self.batch.pending_bytes >= FLUSH_BYTES:
-                self.batch.flush()
+            self._unflushed += len(sealed.data)
+            self._flush_if_large()
 
     def append_stored(self, digest: Digest, old: Location, stored: bytes) -> None:
         """Move an object's stored bytes (as they are) into the open pack (gc)."""
@@ -275,13 +286,19 @@ class ObjectWriter(ObjectReader):
         if not self._pending:
             return
         self.batch.put("packs", pack_key(self._pack_id), bytes(self._pack))
+        self._unflushed += len(self._pack)
         for digest, loc in self._pending.items():
             self.batch.put("index", digest, loc.encode())
         self._pending.clear()
         self._pack = bytearray()
         self._pack_id = new_pack_id()
-        if self.batch.pending_bytes >= FLUSH_BYTES:
-            self.batch.flush()
+        self._flush_if_large()
+
+    def _flush_if_large(self) -> None:
+        if self._unflushed >= FLUSH_BYTES:
+            faults.point("object-flush")
+            self.batch.flush(OBJECT_TABLES)
+            self._unflushed = 0
 
     def put_blob(self, data: bytes | memoryview) -> Digest:
         """Store content that fits in one object; return its digest."""
@@ -375,9 +392,12 @@ class ObjectStore:
     def _check_format(self) -> None:
         with self.backend.read() as view:
             found = view.get("meta", b"format")
-        if found is None:
+        if found is None or found in UPGRADES_FROM:
+            # New, or older: the new tables exist once opened; format 1's
+            # stat cache is dropped by its record version. Higher layers
+            # upgrade their own records (see earshot.agent.records).
             with self.backend.write() as batch:
-                if batch.get("meta", b"format") is None:
+                if batch.get("meta", b"format") in (None, *UPGRADES_FROM):
                     batch.put("meta", b"format", FORMAT_VERSION)
         elif found != FORMAT_VERSION:
             raise UnknownFormat(found)

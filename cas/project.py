@@ -1,26 +1,26 @@
 """A project: one root and its store, with the operations the CLI offers.
 
 ``Project`` ties the pieces together: scanning into snapshots, listing and
-resolving them, restoring, and the restore journal that makes an interrupted
-restore visible (and cleanable) on the next command.
+resolving them, restoring, and the intents that make an interrupted restore
+(or any other mutating operation) visible to, and finished by, the next
+command.
 """
 
 from __future__ import annotations
 
 import os
 import time
-import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .backend import CORE_TABLES
+from .backend import CORE_TABLES, WriteBatch
 from .diff import Change, diff_trees
 from .digest import Digest, check_prefix, short, to_hex
 from .errors import EarshotError
 from .fsck import FsckReport, check_store
 from .gc import GcReport, collect_garbage
-from .journal import Interrupted, RestoreJournal
+from .intents import Held, Intents, end_intent
 from .logs import get_logger
 from .objects import ObjectStore, ObjectWriter
 from .paths import checkpoints_dir, data_home, real_root
@@ -30,8 +30,11 @@ from .restore import (
     DeleteRule,
     RestorePlan,
     RestoreResult,
+    delete_everything,
     keep_everything,
     plan_restore,
+    remove_temp_files,
+    verify_plan,
 )
 from .scan import (
     ProgressFn,
@@ -142,7 +145,7 @@ class Project:
         self.home = home or data_home()
         self.store_dir = checkpoints_dir(real, self.home)
         self.store = ObjectStore.open(self.store_dir, CORE_TABLES + extra_tables)
-        self.journal = RestoreJournal(self.store_dir / "restore.journal")
+        self.intents = Intents(self.store.backend, self.store_dir / "intents")
         self.options = options or ScanOptions(max_file_size=max_file_size_from_env())
         home_real = os.path.realpath(self.home)
         if home_real == str(real) or home_real.startswith(str(real) + os.sep):
@@ -197,6 +200,7 @@ class Project:
         session: str | None = None,
         listed: bool = True,
         progress: ProgressFn | None = None,
+        also: Callable[[WriteBatch], None] | None = None,
     ) -> Recorded:
         """Record the root: all of it (``paths`` None), or the named paths on ``base``.
 
@@ -204,7 +208,8 @@ class Project:
         a scoped restage has nothing to build on and records everything.
         ``listed`` snapshots appear in ``snapshots()``; the agent layer keeps
         its own per batch. The duration of a full restage is kept in the
-        store: the snapshot policy budgets by it.
+        store: the snapshot policy budgets by it. ``also`` adds writes to the
+        transaction that commits the snapshot (an intent's end, say).
         """
         rels = None if paths is None else [relative_path(str(self.root), p) for p in paths]
         with self.store.writer() as writer:
@@ -225,6 +230,8 @@ class Project:
                 report = scanner.report
                 report.files += base_snap_files[0] - gone_files
                 report.content_bytes += base_snap_files[1] - gone_bytes
+            if also is not None:
+                also(writer.batch)
             recorded = self.commit_tree(writer, tree, report, note, session, listed)
         log.info(
             "recorded",
@@ -362,10 +369,6 @@ class Project:
 
     # -- restoring ----------------------------------------------------------
 
-    def interrupted(self) -> Interrupted | None:
-        """A restore that was cut off (crash, kill), if any."""
-        return self.journal.pending()
-
     def restore(
         self,
         target: Digest,
@@ -378,7 +381,9 @@ class Project:
 
         A dry run plans against the root as it is and records no snapshot.
         After a real restore the head is the state it left, recorded by a
-        scoped restage of what it touched.
+        scoped restage of what it touched. An intent (kind ``restore``) is
+        committed before the tree is touched and ended with that record: a
+        restore cut off at any instant is finished by ``finish_restore``.
         """
         with self.store.reader() as reader:
             target_snap = reader.read_snapshot(target)
@@ -387,17 +392,50 @@ class Project:
             with self.store.reader() as reader:
                 plan = plan_restore(reader, current, target_snap.tree, may_delete)
             return Restored(plan, None, None)
-        self.journal.clear(str(self.root))
         before = self.snapshot(note or f"before restore to {short(target)}", progress=progress)
+        return self._restore_from(target, target_snap, before, may_delete, None)
+
+    def finish_restore(self, held: Held) -> Restored:
+        """Finish a restore whose process died (an intent of kind ``restore``, claimed).
+
+        Its temp files are removed; then the restore runs again from the
+        tree as it is now, which is recorded first (listed: it may hold edits
+        made since the kill), and ends the same intent.
+        """
+        doc = held.intent.doc
+        remove_temp_files(str(self.root), list(doc.get("dirs", [])), held.id)
+        target = Digest(bytes.fromhex(str(doc["target"])))
+        rule = delete_everything if doc.get("force") else keep_everything
+        with self.store.reader() as reader:
+            target_snap = reader.read_snapshot(target)
+        before = self.snapshot(f"before finishing an interrupted restore to {short(target)}")
+        return self._restore_from(target, target_snap, before, rule, held)
+
+    def _restore_from(
+        self,
+        target: Digest,
+        target_snap: Snapshot,
+        before: Recorded,
+        may_delete: DeleteRule,
+        held: Held | None,
+    ) -> Restored:
         with self.store.reader() as reader:
             plan = plan_restore(reader, before.snapshot.tree, target_snap.tree, may_delete)
             if plan.empty:
+                if held is not None:
+                    self.intents.drop(held)
                 return Restored(plan, RestoreResult(), before)
-            tag = uuid.uuid4().hex[:12]
-            dirs = {p.rpartition("/")[0] for p, _ in plan.writes + plan.mkdirs}
-            applier = Applier(str(self.root), reader, tag)
-            applier.verify(plan)  # a corrupt store: error out before the journal
-            self.journal.begin(to_hex(target), tag, sorted(dirs))
+            verify_plan(reader, plan)  # a corrupt store stops here, before the intent
+        dirs = sorted({p.rpartition("/")[0] for p, _ in plan.writes + plan.mkdirs})
+        doc = {
+            "target": to_hex(target),
+            "force": may_delete is delete_everything,
+            "before": to_hex(before.digest),
+            "dirs": dirs,
+        }
+        if held is None:
+            held = self.intents.begin("restore", doc)
+        try:
             log.info(
                 "restoring",
                 target=short(target),
@@ -407,10 +445,19 @@ class Project:
                 rmdirs=len(plan.rmdirs),
                 skipped=len(plan.skipped),
             )
-            result = applier.apply(plan)
-        self.journal.end()
-        touched = [p for p, _ in plan.writes + plan.mkdirs + plan.deletes + plan.chmods]
-        touched += plan.rmdirs
-        if touched:
-            self.record(sorted(set(touched)), base=before.snapshot.tree, listed=False)
+            with self.store.reader() as reader:
+                result = Applier(str(self.root), reader, held.id).apply(plan, verified=True)
+            touched = [p for p, _ in plan.writes + plan.mkdirs + plan.deletes + plan.chmods]
+            touched += plan.rmdirs
+            intent = held.intent
+            self.record(
+                sorted(set(touched)),
+                base=before.snapshot.tree,
+                listed=False,
+                also=lambda txn: end_intent(txn, intent),
+            )
+        except BaseException:
+            held.close()  # the intent stays: the next command finishes the restore
+            raise
+        held.release()
         return Restored(plan, result, before)

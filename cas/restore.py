@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import blake3
 
+from . import faults
 from .digest import Digest, blob_digest
 from .errors import EarshotError
 from .objects import CorruptObject, ObjectReader
@@ -261,6 +262,17 @@ def still_is(handles: DirHandles, rel: str, entry: TreeEntry) -> bool:
     return stat.S_ISDIR(st.st_mode) if entry.kind is Kind.DIR else False
 
 
+def verify_plan(reader: ObjectReader, plan: RestorePlan) -> None:
+    """Check every object the plan will write before touching the tree.
+
+    A corrupt store must leave the tree as it was: one bad blob found
+    halfway through would leave a half-restored root.
+    """
+    for _path, entry in plan.writes:
+        assert entry.digest is not None
+        reader.verify(entry.digest)
+
+
 class Applier:
     """Carries out a plan under one root."""
 
@@ -272,17 +284,12 @@ class Applier:
         self._counter = 0
 
     def verify(self, plan: RestorePlan) -> None:
-        """Check every object the plan will write before touching the tree.
+        verify_plan(self.reader, plan)
 
-        A corrupt store must leave the tree as it was: one bad blob found
-        halfway through would leave a half-restored root.
-        """
-        for _path, entry in plan.writes:
-            assert entry.digest is not None
-            self.reader.verify(entry.digest)
-
-    def apply(self, plan: RestorePlan) -> RestoreResult:
-        self.verify(plan)
+    def apply(self, plan: RestorePlan, verified: bool = False) -> RestoreResult:
+        """Carry the plan out; ``verified``: the caller ran ``verify`` already."""
+        if not verified:
+            self.verify(plan)
         try:
             for path, entry in plan.deletes:
                 self._guard(path, self._delete, path, entry)
@@ -318,6 +325,7 @@ class Applier:
             self.result.skipped.append((path, "changed since it was planned; kept"))
             return
         fd, name = self.handles.parent(path)
+        faults.point("restore-delete")
         os.unlink(name, dir_fd=fd)
         self.result.deleted.append(path)
 
@@ -366,6 +374,7 @@ class Applier:
                 os.symlink(target, temp, dir_fd=fd)
             else:
                 self._write_file(fd, temp, entry)
+            faults.point("restore-rename")
             os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
         except BaseException:
             with contextlib.suppress(OSError):

@@ -22,7 +22,9 @@ import blake3
 
 from .backend import ReadView, WriteBatch
 
-_VERSION = 2
+#: 3: records written by versions that could commit a record naming an object
+#: still in flight (a kill then left it dangling) are dropped, not trusted.
+_VERSION = 3
 TABLE = "statcache"
 
 #: (kind, mode, size, mtime_ns, ctime_ns, ino, digest-or-None, reason-or-0)

@@ -11,7 +11,7 @@ from earshot.agent.engine import Engine
 from earshot.cas.project import Project
 
 from . import render, render_session
-from .common import EXIT_SKIPPED, fail, project_command, session_command, session_reader
+from .common import EXIT_SKIPPED, fail, project_reader, session_command, session_reader
 
 
 def _text(text: str) -> str:
@@ -112,7 +112,7 @@ def fork(engine: Engine, as_json: bool, n: int | None) -> None:
 @click.command()
 @click.argument("action", type=click.Choice(["check"]), required=False, metavar="[check]")
 @click.option("--repair", is_flag=True, help="With check: repair what can be (backup kept).")
-@project_command
+@project_reader
 def sessions(project: Project, as_json: bool, action: str | None, repair: bool) -> None:
     """List the root's sessions, most recently active first; 'check' validates their files.
 

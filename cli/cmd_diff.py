@@ -13,7 +13,7 @@ from earshot.cas.project import Project
 from earshot.cas.tree import Kind, TreeEntry
 
 from . import render
-from .common import fail, project_command
+from .common import fail, project_reader
 
 _MAX_TEXT = 1 << 20
 
@@ -82,7 +82,7 @@ def _as_change(path: str, before: State | None, after: State | None) -> Change:
 @click.argument("new_id", metavar="[B]", required=False)
 @click.option("--stat", "stat_only", is_flag=True, help="Only the list of changed paths.")
 @click.option("--session", "session_id", metavar="ID", help="The session of a BATCH number.")
-@project_command
+@project_reader
 def diff(
     project: Project,
     as_json: bool,

@@ -7,7 +7,7 @@ import click
 from earshot.cas.project import Project
 
 from . import render
-from .common import Progress, fail, project_command
+from .common import Progress, fail, project_command, project_reader
 
 
 @click.command()
@@ -37,7 +37,7 @@ def gc(project: Project, as_json: bool, compact: bool) -> None:
 
 
 @click.command()
-@project_command
+@project_reader
 def fsck(project: Project, as_json: bool) -> None:
     """Read every object, verify it against its digest, and check every reference.
 
@@ -53,7 +53,7 @@ def fsck(project: Project, as_json: bool) -> None:
 
 
 @click.command()
-@project_command
+@project_reader
 def stats(project: Project, as_json: bool) -> None:
     """Objects, bytes of content, bytes stored and on disk, dedup and compression."""
     doc, text = render.stats_report(project.stats())

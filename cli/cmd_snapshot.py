@@ -9,7 +9,7 @@ import click
 from earshot.cas.project import Project
 
 from . import render
-from .common import Progress, project_command
+from .common import Progress, project_command, project_reader
 
 
 @click.command()
@@ -33,7 +33,7 @@ def snapshot(project: Project, as_json: bool, message: str, paths: tuple[str, ..
 
 
 @click.command()
-@project_command
+@project_reader
 def snapshots(project: Project, as_json: bool) -> None:
     """List the snapshots of the root, newest first."""
     doc, text = render.snapshot_list(project.snapshots())

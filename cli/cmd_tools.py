@@ -9,19 +9,30 @@ from typing import IO
 import click
 
 from earshot.agent.calls import Bash, Call, EditFile, WriteFile, parse_call
-from earshot.agent.engine import Engine, Outcome
+from earshot.agent.engine import Engine, Outcome, exit_status
 
 from . import render, render_agent
 from .common import EXIT_ERROR, fail, session_command
 
 
 def _finish(engine: Engine, out: Outcome, as_json: bool) -> None:
-    """Print the outcome; exit with the command's code (bash) or 1 on a failed call."""
+    """Print the outcome; exit with the command's code (bash) or 1 on a failed call.
+
+    A signal received while a command ran (passed on to it) ends earshot
+    too, once the batch is recorded: exit 128 + the signal, as a shell does.
+    """
     if as_json:
         render.emit(render_agent.outcome(engine.session.id, out.batch, out.results), "", True)
     for result in out.results:
         if result.error is not None and not as_json:
             click.echo(f"earshot: {result.error}", err=True)
+    if out.interrupted_by is not None:
+        click.echo(
+            f"earshot: interrupted by signal {out.interrupted_by}; batch {out.batch.seq} "
+            "is recorded",
+            err=True,
+        )
+        sys.exit(exit_status(out.interrupted_by))
     last = out.results[-1] if out.results else None
     if last is not None and last.exit_code is not None:
         sys.exit(last.exit_code)
@@ -94,5 +105,7 @@ def exec_(engine: Engine, as_json: bool, source: IO[str]) -> None:
     else:
         for result in out.results:
             click.echo(json.dumps(result.to_json(), ensure_ascii=False))
+    if out.interrupted_by is not None:
+        sys.exit(exit_status(out.interrupted_by))
     if any(not r.ok for r in out.results):
         sys.exit(EXIT_ERROR)

@@ -61,8 +61,50 @@ def fail(message: str, code: int = EXIT_ERROR) -> None:
     sys.exit(code)
 
 
+def _settle(project: Any, finish: bool) -> None:
+    """Operations a dead process left (intents): finish them, or only say so.
+
+    A command that changes files or the store finishes them first (an
+    interrupted batch is recorded, an undo or restore completed); any other
+    command only reports them, and changes nothing.
+    """
+    from earshot.agent.records import upgrade_records
+    from earshot.agent.recovery import describe, finish_all, interrupted
+
+    upgrade_records(project.store.backend)
+    if finish:
+        finished, unfinished = finish_all(project)
+        for item in finished:
+            click.echo(f"earshot: {item.summary}", err=True)
+        for left in unfinished:
+            click.echo(
+                f"earshot: could not finish the interrupted {describe(left.intent)}: {left.reason}",
+                err=True,
+            )
+        return
+    for intent in interrupted(project):
+        click.echo(
+            f"earshot: interrupted: {describe(intent)}; the next command that changes "
+            "files finishes it",
+            err=True,
+        )
+
+
 def project_command(func: F) -> F:
-    """Add --root/--json/-v, open the project, pass it as ``project``."""
+    """Add --root/--json/-v, open the project, pass it as ``project``.
+
+    Interrupted operations are finished first (see ``_settle``).
+    """
+    return _project_command(func, finish=True)
+
+
+def project_reader(func: F) -> F:
+    """``project_command`` for commands that change nothing: interrupted
+    operations are reported, not finished."""
+    return _project_command(func, finish=False)
+
+
+def _project_command(func: F, finish: bool) -> F:
 
     @click.option(
         "--root",
@@ -85,13 +127,7 @@ def project_command(func: F) -> F:
             from earshot.agent.records import TABLES
 
             with Project(root, extra_tables=TABLES) as project:
-                pending = project.interrupted()
-                if pending is not None and func.__name__ != "restore":
-                    click.echo(
-                        f"earshot: a restore to {pending.target[:12]} was interrupted; "
-                        f"run 'earshot restore {pending.target[:12]}' to finish it",
-                        err=True,
-                    )
+                _settle(project, finish and not kwargs.get("dry_run"))
                 return func(project=project, as_json=as_json, **kwargs)
         except EarshotError as exc:
             fail(str(exc))
@@ -182,4 +218,4 @@ def _session_command(func: F, watch: bool) -> F:
         )
         return func(engine=engine, **kwargs)
 
-    return project_command(wrapper)  # type: ignore[return-value]
+    return _project_command(wrapper, finish=watch)  # type: ignore[return-value]

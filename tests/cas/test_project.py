@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import json
 import os
 import shutil
 import signal
@@ -595,7 +594,7 @@ def test_restore_dry_run_changes_nothing_on_disk(root: Path, open_project: OpenP
     assert restored.result is None
     assert not restored.plan.empty
     assert listing(root, times=True) == on_disk
-    assert project.interrupted() is None
+    assert project.intents.pending() == []
 
 
 def craft_tree(writer, *entries: tuple[bytes, Kind, Digest]) -> Digest:  # type: ignore[no-untyped-def]
@@ -638,7 +637,7 @@ def test_restore_refuses_a_tree_naming_dotdot_and_writes_nothing(
         project.restore(target, may_delete=delete_everything)
     assert listing(tmp_path, exclude=(os.fsencode(earshot_home.name),)) == outside_before
     assert not (tmp_path / "x").exists() and not (root / "!first").exists()
-    assert project.interrupted() is None
+    assert project.intents.pending() == []
 
 
 @pytest.mark.parametrize("rule", [keep_everything, delete_everything], ids=["keep", "delete"])
@@ -676,59 +675,28 @@ def test_restore_replaces_a_hard_linked_file_instead_of_writing_through_it(
     assert (outside / "twin").read_bytes() == b"VERSION-2"
 
 
-def test_interrupted_restore_is_reported_and_its_temp_files_removed_by_the_next_restore(
-    root: Path, open_project: OpenProject
-) -> None:
-    write(root / "f", b"1")
-    (root / "sub").mkdir()
-    project = open_project(root)
-    recorded = project.snapshot()
-    tag = "0123456789ab"
-    journal = {
-        "target": to_hex(recorded.digest),
-        "tag": tag,
-        "started_ns": 123,
-        "dirs": ["", "sub"],
-    }
-    (project.store_dir / "restore.journal").write_text(json.dumps(journal))
-    write(root / f"{TEMP_PREFIX}{tag}-1", b"half written")
-    write(root / "sub" / f"{TEMP_PREFIX}{tag}-2", b"half written")
-    info = project.interrupted()
-    assert info is not None and (info.target, info.started_ns) == (to_hex(recorded.digest), 123)
-    assert project.snapshot().digest == recorded.digest  # temp files are never recorded
-    project.restore(recorded.digest)
-    assert not (root / f"{TEMP_PREFIX}{tag}-1").exists()
-    assert not (root / "sub" / f"{TEMP_PREFIX}{tag}-2").exists()
-    assert project.interrupted() is None
-
-
 _KILLED_MID_WRITE = textwrap.dedent(
     """
-    import os, signal, sys
+    import sys
     from pathlib import Path
-    from earshot.cas import restore
     from earshot.cas.digest import from_hex
     from earshot.cas.project import Project
 
-    real = restore.Applier._write_file
-
-    def write_then_die(self, dir_fd, temp, entry):
-        real(self, dir_fd, temp, entry)
-        os.kill(os.getpid(), signal.SIGKILL)  # a crash with the temp file on disk
-
-    restore.Applier._write_file = write_then_die
     Project(sys.argv[1], home=Path(sys.argv[2])).restore(from_hex(sys.argv[3]))
     """
 )
 
 
-def test_restore_killed_mid_write_is_reported_and_cleaned_up_by_the_next_restore(
+def test_restore_killed_mid_write_leaves_an_intent_that_finish_restore_completes(
     root: Path, earshot_home: Path
 ) -> None:
     write(root / "f", b"version-1")
+    (root / "sub").mkdir()
+    write(root / "sub" / "g", b"g-1")
     with Project(root) as project:
         recorded = project.snapshot()
     write(root / "f", b"version-2")
+    write(root / "sub" / "g", b"g-2")
     child = subprocess.run(
         [
             sys.executable,
@@ -740,18 +708,37 @@ def test_restore_killed_mid_write_is_reported_and_cleaned_up_by_the_next_restore
         ],
         check=False,
         capture_output=True,
+        env={**os.environ, "EARSHOT_FAULTS": "restore-rename@2"},
     )
+    # Killed where the fault point says: the second file written, not renamed.
     assert child.returncode == -signal.SIGKILL, child.stderr
-    temps = [p for p in root.iterdir() if p.name.startswith(TEMP_PREFIX)]
+    assert b"earshot-fault: restore-rename" in child.stderr
+    temps = [p for p in root.rglob(f"{TEMP_PREFIX}*")]
     assert len(temps) == 1
-    assert (root / "f").read_bytes() == b"version-2"  # the rename never happened
     with Project(root) as project:
-        info = project.interrupted()
-        assert info is not None and info.target == to_hex(recorded.digest)
-        project.restore(recorded.digest)
-        assert project.interrupted() is None
-    assert [p.name for p in root.iterdir()] == ["f"]
+        (pending,) = project.intents.pending()
+        assert pending.kind == "restore" and pending.doc["target"] == to_hex(recorded.digest)
+        held = project.intents.claim(pending)
+        assert held is not None
+        project.finish_restore(held)
+        assert project.intents.pending() == []
+    assert not list(root.rglob(f"{TEMP_PREFIX}*"))
     assert (root / "f").read_bytes() == b"version-1"
+    assert (root / "sub" / "g").read_bytes() == b"g-1"
+
+
+def test_an_intent_whose_owner_lives_is_not_claimed(root: Path, open_project: OpenProject) -> None:
+    project = open_project(root)
+    held = project.intents.begin("restore", {"target": "00"})
+    (pending,) = project.intents.pending()
+    assert project.intents.is_live(pending)
+    assert project.intents.claim(pending) is None
+    held.close()  # the owner gives up (dies): now anyone may finish it
+    assert not project.intents.is_live(pending)
+    claimed = project.intents.claim(pending)
+    assert claimed is not None
+    project.intents.drop(claimed)
+    assert project.intents.pending() == []
 
 
 # -- naming snapshots -------------------------------------------------------------------------

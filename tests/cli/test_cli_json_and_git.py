@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -23,12 +21,13 @@ def test_every_json_command_prints_one_document_even_with_notices_on_stderr(
     first = es.json("snapshot", "-vv")
     assert [u["path"] for u in first["unrecorded_paths"]] == ["fifo"]
     a = first["id"]
-    # An interrupted restore: every command but restore prints a notice on stderr.
-    journal = {"target": a, "tag": "feedfacecafe", "started_ns": time.time_ns(), "dirs": []}
-    (es.store_dir() / "restore.journal").write_text(json.dumps(journal))
     es.write("a.txt", "a2\n")
     es.write("b.txt", "b2\n")
     es.write("extra.txt", "extra\n")
+    b0 = es.json("snapshot")["id"]
+    # An interrupted restore: readers report it on stderr, the next writer finishes it.
+    killed = es.run("restore", a, expect=None, env=es.env(EARSHOT_FAULTS="restore-rename"))
+    assert killed.rc == -9, str(killed)
 
     runs: list[Result] = []
 
@@ -37,15 +36,17 @@ def test_every_json_command_prints_one_document_even_with_notices_on_stderr(
         runs.append(result)
         return result.json()
 
-    b = run("snapshot", "-m", "b")["id"]
-    run("snapshot", "a.txt")
     run("snapshots")
     run("diff", a)
-    run("diff", a, b)
+    run("diff", a, b0)
     run("stats")
     run("fsck")
+    b = run("snapshot", "-m", "b")["id"]
     noticed = [r for r in runs if "interrupted" in r.stderr]
     assert len(noticed) == len(runs), "every command reports the interrupted restore"
+    assert "finished an interrupted restore" in runs[-1].stderr
+    es.write("a.txt", "a2\n")
+    run("snapshot", "a.txt")
     run("restore", a, "--dry-run", expect=3)
     run("restore", a, expect=3)
     run("restore", b, "--force")

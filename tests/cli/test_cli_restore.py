@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import re
-import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -142,24 +140,28 @@ def test_restoring_the_before_id_undoes_the_restore(es: Earshot, list_tree: Any)
     assert list_tree(es.root) == messed
 
 
-def test_interrupted_restore_is_reported_and_cleaned_by_the_next_restore(es: Earshot) -> None:
+def test_interrupted_restore_is_reported_by_readers_and_finished_by_the_next_writer(
+    es: Earshot,
+) -> None:
     base = _base(es)
-    store = es.store_dir()
-    tag = "0123456789ab"
-    leftover = es.write(f".earshot-tmp-{tag}-1", "half-written\n")
-    journal = {"target": base, "tag": tag, "started_ns": time.time_ns(), "dirs": [""]}
-    (store / "restore.journal").write_text(json.dumps(journal))
+    _mess_up(es)
+    killed = es.run(
+        "restore", base, "--force", expect=None, env=es.env(EARSHOT_FAULTS="restore-rename@1")
+    )
+    assert killed.rc == -9 and "earshot-fault: restore-rename" in killed.stderr, str(killed)
+    temps = list(es.root.rglob(".earshot-tmp-*"))
+    assert len(temps) == 1
 
-    for args in (("snapshots", "--json"), ("snapshot", "--json")):
+    for args in (("snapshots", "--json"), ("log", "--json")):
         result = es.run(*args)
         result.json()  # stdout stays exactly one JSON document
         notices = [line for line in result.stderr.splitlines() if "interrupted" in line]
         assert len(notices) == 1, str(result)
-        assert notices[0].startswith("earshot: ")
-        assert base[:12] in notices[0]
-    assert leftover.exists()
+        assert notices[0].startswith("earshot: ") and base[:12] in notices[0]
+    assert temps[0].exists()  # a reader changes nothing
 
-    es.json("restore", base)
-    assert not leftover.exists()
-    assert not (store / "restore.journal").exists()
+    result = es.run("snapshot", "--json")
+    assert "finished an interrupted restore" in result.stderr, str(result)
+    assert not list(es.root.rglob(".earshot-tmp-*"))
     assert "interrupted" not in es.run("snapshots").stderr
+    assert es.json("diff", base, "--stat")["changes"] == []

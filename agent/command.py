@@ -1,0 +1,157 @@
+"""Running a batch's shell command so that it never outlives what records it.
+
+The command runs in a process group of its own, so the whole group (the
+shell and whatever it started) can be signalled at once:
+
+- SIGINT, SIGTERM or SIGHUP to earshot while the command runs is passed on
+  to the group, and the command's end is awaited (a second signal kills the
+  group); the caller then records the batch as usual and exits 128+signal.
+- If earshot itself is killed (SIGKILL, a crash), the shell gets SIGKILL from
+  the kernel (``PR_SET_PDEATHSIG``), and whatever it started is still in the
+  group: the group id and the shell's start time are written into the
+  batch's intent notes (``on_start``), and the command that finishes the
+  interrupted batch kills what is left of the group before recording it
+  (``stop_orphaned_group``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import FrameType
+
+_PR_SET_PDEATHSIG = 1
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def shell_argv(command: str) -> list[str]:
+    """The user's shell, as a login shell would pick it; /bin/sh otherwise."""
+    shell = os.environ.get("SHELL") or "/bin/sh"
+    return [shell, "-c", command]
+
+
+@dataclass(frozen=True, slots=True)
+class Ran:
+    """How a command ended."""
+
+    returncode: int
+    output: str | None
+    #: The signal earshot received while the command ran (passed on to it), if any.
+    interrupted_by: int | None = None
+
+
+def start_time(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (/proc), None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after it.
+    fields = data[data.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[19])  # field 22 of the whole line
+    except (IndexError, ValueError):
+        return None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when earshot dies, however it dies."""
+    parent = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the prctl took hold
+        os._exit(137)
+
+
+@contextlib.contextmanager
+def _forwarding(pgid: int, received: list[int]) -> Iterator[None]:
+    """Pass SIGINT/SIGTERM/SIGHUP on to the group while it runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        # The second signal means "now": the group is killed.
+        sig = signal.SIGKILL if len(received) > 1 else signum
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+
+    previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_command(
+    argv: list[str],
+    cwd: str,
+    capture: bool,
+    on_start: Callable[[int, int | None], None] | None = None,
+) -> Ran:
+    """Run ``argv`` in a new process group under ``cwd``; stdin is /dev/null.
+
+    ``capture``: return stdout and stderr together as text; otherwise they
+    pass through. ``on_start(pgid, start_time)`` is called once it runs.
+    """
+    pipe = subprocess.PIPE if capture else None
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=pipe,
+        stderr=pipe,
+        process_group=0,
+        preexec_fn=_die_with_parent,
+    )
+    received: list[int] = []
+    with _forwarding(proc.pid, received):
+        if on_start is not None:
+            on_start(proc.pid, start_time(proc.pid))
+        while True:
+            try:
+                out, err = proc.communicate()
+                break
+            except KeyboardInterrupt:  # a handler installed elsewhere raised it
+                received.append(signal.SIGINT)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGINT if len(received) == 1 else signal.SIGKILL)
+    output = None
+    if capture:
+        output = (out or b"").decode(errors="replace") + (err or b"").decode(errors="replace")
+    return Ran(proc.returncode, output, received[0] if received else None)
+
+
+def stop_orphaned_group(pgid: int, started: int | None, wait_s: float = 5.0) -> bool:
+    """Kill what is left of a dead batch's process group; True if anything was.
+
+    Safe against pid reuse: Linux never hands out a pid still in use as a
+    process group id, so a group with members but no leader is the old one;
+    a live leader counts only if its start time is the recorded one.
+    """
+    leader = start_time(pgid)
+    if leader is not None and started is not None and leader != started:
+        return False  # the number now names another process's group
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            break
+        time.sleep(0.01)
+    return True

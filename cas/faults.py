@@ -1,0 +1,59 @@
+"""Named fault points: a kill or an I/O error at an exact instant, for crash tests.
+
+A crash test must make its crash happen where it says, and know that it did.
+``point(site)`` is placed at every instant that matters for durability (an
+early flush of objects, a commit, a write into the tree); it does nothing
+unless ``$EARSHOT_FAULTS`` names the site:
+
+    EARSHOT_FAULTS="site[@N][=action],..."
+
+``N`` is which arrival at the site fires (default 1); ``action`` is ``kill``
+(SIGKILL to this process, the default), ``term`` (SIGTERM), ``enospc`` or
+``eio`` (raise that OSError there). Before firing, the point writes
+``earshot-fault: SITE`` to stderr, so a test can assert where the crash was.
+The plan is read once, at import; unset, a point costs one global lookup.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+
+ENV = "EARSHOT_FAULTS"
+_ACTIONS = ("kill", "term", "enospc", "eio")
+
+
+def _parse(text: str) -> dict[str, tuple[int, str]]:
+    plan: dict[str, tuple[int, str]] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        site, _, action = item.partition("=")
+        site, _, nth = site.partition("@")
+        action = action or "kill"
+        if action not in _ACTIONS or (nth and not nth.isdigit()):
+            raise ValueError(f"{ENV}: cannot read {item!r} (site[@N][=kill|term|enospc|eio])")
+        plan[site] = (int(nth or 1), action)
+    return plan
+
+
+_PLAN = _parse(os.environ.get(ENV, "")) or None
+_SEEN: dict[str, int] = {}
+
+
+def point(site: str) -> None:
+    """A place where a planned fault may fire (see the module's docstring)."""
+    if _PLAN is None or site not in _PLAN:
+        return
+    count = _SEEN.get(site, 0) + 1
+    _SEEN[site] = count
+    nth, action = _PLAN[site]
+    if count != nth:
+        return
+    os.write(2, f"earshot-fault: {site}\n".encode())
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "term":
+        os.kill(os.getpid(), signal.SIGTERM)
+    else:
+        code = errno.ENOSPC if action == "enospc" else errno.EIO
+        raise OSError(code, os.strerror(code), f"<fault {site}>")

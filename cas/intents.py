@@ -1,0 +1,219 @@
+"""Intents: what a mutating operation is about to do, committed before it starts.
+
+A batch, an undo, a redo or a restore first commits an intent (its kind, the
+state it starts from, what it needs to finish) and removes it in the very
+transaction that records its end. A kill at any instant in between leaves the
+intent in the store: the next command finds it, reports it and finishes the
+operation (the agent layer's recovery).
+
+The owner holds an ``flock`` on ``intents/<id>`` while it runs. The kernel
+drops the lock when the process dies, however it dies, so an intent whose
+lock can be taken is one whose owner is gone (``claim``). The same file
+carries the owner's progress notes, one JSON line each (the process group of
+a running command, each file written): appended without fsync, they survive
+a kill; a power cut may lose the last ones, which costs attribution, never
+data (see the agent layer's recovery rules).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .backend import Backend, ReadView, WriteBatch
+from .sealed import CorruptRecord, seal_json, unseal_json
+
+TABLE = "intents"
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """An operation that started and has not ended (yet, or ever)."""
+
+    id: str
+    kind: str
+    started_ns: int
+    pid: int
+    #: What the kind needs to finish: its own fields.
+    doc: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "started_ns": self.started_ns,
+            "pid": self.pid,
+            "doc": self.doc,
+        }
+
+    @staticmethod
+    def from_json(doc: dict[str, Any]) -> Intent:
+        try:
+            return Intent(
+                str(doc["id"]),
+                str(doc["kind"]),
+                int(doc["started_ns"]),
+                int(doc["pid"]),
+                dict(doc["doc"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptRecord(f"intent {doc.get('id', '?')}", f"missing field {exc}") from None
+
+
+def _key(intent_id: str) -> bytes:
+    return intent_id.encode()
+
+
+def read_intents(view: ReadView) -> list[Intent]:
+    """Every intent in the store, oldest first (a damaged one raises CorruptRecord)."""
+    out = [
+        Intent.from_json(unseal_json(k, v, f"intent {k.decode(errors='replace')}"))
+        for k, v in view.items(TABLE)
+    ]
+    return sorted(out, key=lambda i: (i.started_ns, i.id))
+
+
+def put_intent(txn: WriteBatch, intent: Intent) -> None:
+    txn.put(TABLE, _key(intent.id), seal_json(_key(intent.id), intent.to_json()))
+
+
+def end_intent(txn: WriteBatch, intent: Intent) -> None:
+    """Remove the intent, in the transaction that records the operation's end."""
+    txn.delete(TABLE, _key(intent.id))
+
+
+class Held:
+    """An intent this process owns: begun here, or claimed from a dead owner."""
+
+    def __init__(self, intent: Intent, fd: int, path: Path) -> None:
+        #: Settable until committed (the owner fills in what the commit decides).
+        self.intent = intent
+        self._fd = fd
+        self._path = path
+
+    @property
+    def id(self) -> str:
+        return self.intent.id
+
+    def note(self, **fields: Any) -> None:
+        """Append a progress note (one JSON line; survives a kill of this process)."""
+        line = json.dumps(fields, separators=(",", ":")).encode() + b"\n"
+        with contextlib.suppress(OSError):  # a full disk costs the note, not the operation
+            os.write(self._fd, line)
+
+    def notes(self) -> list[dict[str, Any]]:
+        """The notes written so far, by this owner or a dead one (a torn last line is dropped)."""
+        try:
+            with open(self._path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return []
+        out = []
+        for line in data.split(b"\n"):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(doc, dict):
+                out.append(doc)
+        return out
+
+    def release(self) -> None:
+        """After the end was committed (or the intent proved gone): drop the file and lock."""
+        if self._fd < 0:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self._path)
+        self.close()
+
+    def close(self) -> None:
+        """Give the intent up unfinished: the lock goes, the notes stay for whoever finishes it."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class Intents:
+    """The intents of one store, and the lock files that tell a live owner from a dead one."""
+
+    def __init__(self, backend: Backend, directory: Path) -> None:
+        self.backend = backend
+        self.directory = directory
+
+    def _path(self, intent_id: str) -> Path:
+        return self.directory / intent_id
+
+    def pending(self) -> list[Intent]:
+        """Every intent in the store, oldest first, whether its owner lives or not."""
+        with self.backend.read() as view:
+            return read_intents(view)
+
+    def new(self, kind: str, doc: dict[str, Any]) -> Held:
+        """An intent owned by this process, locked but not yet committed.
+
+        The caller commits it with ``put_intent`` (alone, or in the
+        transaction that records the state it starts from), and ends it with
+        ``end_intent`` in the transaction that records its end.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        intent_id = f"{time.time_ns():x}-{os.urandom(4).hex()}"
+        path = self._path(intent_id)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return Held(Intent(intent_id, kind, time.time_ns(), os.getpid(), doc), fd, path)
+
+    def begin(self, kind: str, doc: dict[str, Any]) -> Held:
+        """``new`` and commit it at once: the operation may start when this returns."""
+        held = self.new(kind, doc)
+        try:
+            with self.backend.write() as txn:
+                put_intent(txn, held.intent)
+        except BaseException:
+            held.release()
+            raise
+        return held
+
+    def is_live(self, intent: Intent) -> bool:
+        """Whether the intent's owner is still running (its lock is held)."""
+        try:
+            fd = os.open(self._path(intent.id), os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def claim(self, intent: Intent) -> Held | None:
+        """Take over an intent whose owner is gone; None if it lives or has ended."""
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self._path(intent.id)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        held = Held(intent, fd, path)
+        # Under the lock: another process may have finished it meanwhile.
+        with self.backend.read() as view:
+            still = view.get(TABLE, _key(intent.id)) is not None
+        if not still:
+            held.release()
+            return None
+        return held
+
+    def drop(self, held: Held) -> None:
+        """Remove an intent that needs no finishing (its operation proved to have done nothing)."""
+        with self.backend.write() as txn:
+            end_intent(txn, held.intent)
+        held.release()
