@@ -45,10 +45,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from earshot.cas import faults
 from earshot.cas.diff import diff_trees
 from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.errors import EarshotError
-from earshot.cas.intents import Held, end_intent, put_intent
+from earshot.cas.intents import Held, Intent, end_intent, put_intent
 from earshot.cas.logs import get_logger
 from earshot.cas.lookup import lookup
 from earshot.cas.project import Project, Recorded
@@ -197,6 +198,16 @@ class Engine:
         self._watching = not isinstance(self.tracker, NullTracker)
         #: Whether this batch has restaged every path the session wrote.
         self._written_fresh = False
+        #: Interrupted operations (intents) finished by this process before it
+        #: began its own work: a command re-run after a kill can tell it is done.
+        self.settled: tuple[Intent, ...] = ()
+
+    def finished_interrupted(self, kind: str) -> Intent | None:
+        """An interrupted operation of ``kind`` in this session that was just finished."""
+        for intent in self.settled:
+            if intent.kind == kind and intent.doc.get("session") == self.session.id:
+                return intent
+        return None
 
     # -- snapshots ------------------------------------------------------------
 
@@ -348,6 +359,7 @@ class Engine:
         except BaseException:
             held.release()
             raise
+        faults.point("intent-begun")
         return held
 
     # -- calls --------------------------------------------------------------
@@ -380,6 +392,7 @@ class Engine:
                 results.append(CallResult(index, tool, False, error=_reason(exc)))
                 continue
             held.note(call=index, path=rel, digest=blob_digest(data).hex())
+            faults.point("batch-write")
             wrote[rel] = index
             results.append(CallResult(index, tool, True))
         if not wrote:
@@ -426,14 +439,15 @@ class Engine:
         seen = self._seen()
         assert pre is not None
         by = index if exact_pre else BY_RESTAGE
-        if seen is not None:
-            if seen:
+        if seen is not None or destructive() or self._cheap() or ran.interrupted_by is not None:
+            if seen is None:
+                self._full("after bash")
+            elif seen:
                 self._scoped(seen, "after bash (watcher)")
-                ledger.extend(self._diff(pre, self.tree or pre, by))
-            return result, False, ran.interrupted_by
-        if destructive() or self._cheap() or ran.interrupted_by is not None:
-            self._full("after bash")
             ledger.extend(self._diff(pre, self.tree or pre, by))
+            # The tree this call left, for whoever records the batch if this
+            # process dies before it does (recovery attributes by it).
+            held.note(call=index, tree=(self.tree or pre).hex(), by=by)
             return result, False, ran.interrupted_by
         self.exact = False  # its changes go into the next snapshot, unattributed
         log.info("folded", command=command)
@@ -595,6 +609,7 @@ class Engine:
         after.
         """
         now = time.time_ns()
+        faults.point("batch-commit")
         with self.project.store.backend.write() as txn:
             current = get_session(txn, self.session.id) or self.session
             seq = int(held.intent.doc["seq"]) if held is not None else current.next_seq

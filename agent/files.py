@@ -12,6 +12,7 @@ import errno
 import os
 import stat
 
+from earshot.cas import faults
 from earshot.cas.restage import relative_path
 from earshot.cas.restore import DirHandles, UnsafePath
 from earshot.cas.scan import TEMP_PREFIX
@@ -69,6 +70,7 @@ def write_text_file(root: str, path: str, data: bytes, temp_tag: str | None = No
                 os.unlink(temp, dir_fd=fd)
             raise
         os.close(out)
+        faults.point("write-rename")
         os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
         return rel
     finally:

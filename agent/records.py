@@ -267,21 +267,31 @@ def all_sessions(view: ReadView) -> list[SessionRecord]:
     ]
 
 
-def check_records(view: ReadView) -> list[str]:
-    """Every batch and session record that is damaged, one line each (for fsck)."""
+def check_records(view: ReadView) -> tuple[int, list[str]]:
+    """Check every batch and session record: sealed, readable, and naming snapshots
+    the store holds. Returns how many were checked and one line per problem."""
     problems = []
+    count = 0
     for table, cls in (("sessions", SessionRecord), ("batches", Batch)):
         for key, value in view.items(table):
+            count += 1
             what = (
                 _batch_name(key)
                 if table == "batches"
                 else f"session {key.decode(errors='replace')}"
             )
             try:
-                _load(cls, key, value, what)
+                record = _load(cls, key, value, what)
             except CorruptRecord as exc:
                 problems.append(str(exc).removesuffix("; run 'earshot fsck'"))
-    return problems
+                continue
+            if isinstance(record, Batch):
+                for name, digest in (("before", record.before), ("after", record.after)):
+                    if digest is not None and view.get("index", digest) is None:
+                        problems.append(
+                            f"{what}: its state {name} ({digest.hex()[:12]}) is missing"
+                        )
+    return count, problems
 
 
 def upgrade_records(backend: Backend) -> int:

@@ -35,6 +35,7 @@ from earshot.cas.digest import Digest, short
 from earshot.cas.errors import EarshotError
 from earshot.cas.intents import Held, Intent
 from earshot.cas.logs import get_logger
+from earshot.cas.lookup import lookup
 from earshot.cas.project import Project
 from earshot.cas.restage import relative_path
 from earshot.cas.restore import remove_temp_files
@@ -42,7 +43,7 @@ from earshot.cas.restore import remove_temp_files
 from .command import stop_orphaned_group
 from .engine import INTENT_CALLS, Engine
 from .navigation import NAVIGATE, finish_navigation
-from .records import BY_RESTAGE, BatchKind, Change
+from .records import BY_RESTAGE, BatchKind, Change, State
 from .undo import finish_revert
 
 log = get_logger("earshot.agent.recovery")
@@ -162,6 +163,33 @@ class UnknownIntent(EarshotError):
         )
 
 
+def _proven(
+    project: Project,
+    line: Change,
+    wrote: dict[str, tuple[int, str]],
+    left: list[tuple[Digest, int | str]],
+) -> int | str:
+    """Who made a change of an interrupted batch, where its notes prove it.
+
+    A write_file is proven when the path holds what it wrote; a command when
+    the tree it left (recorded before the kill) already held the path's
+    state now: the earliest such command. Anything else, possibly done by
+    the person after the kill, is "restage": never deleted by undo.
+    """
+    proof = wrote.get(line.path)
+    if proof is not None and line.after is not None and line.after.digest.hex() == proof[1]:
+        return proof[0]
+    for tree, by in left:
+        try:
+            with project.store.reader() as reader:
+                state = State.of(lookup(reader, tree, line.path))
+        except EarshotError:
+            continue  # that tree is gone (a gc on a full disk): no proof from it
+        if state == line.after:
+            return by
+    return BY_RESTAGE
+
+
 def finish_batch(project: Project, held: Held) -> str:
     """Record a batch of tool calls whose process died (see the module's rules)."""
     doc = held.intent.doc
@@ -186,17 +214,17 @@ def finish_batch(project: Project, held: Held) -> str:
         None, note="after an interrupted batch", session=engine.session.id, listed=False
     )
     wrote: dict[str, tuple[int, str]] = {}
+    left: list[tuple[Digest, int | str]] = []  # (tree a command left, its attribution)
     for note in notes:
         if "path" in note and "digest" in note:
             wrote[str(note["path"])] = (int(note["call"]), str(note["digest"]))
+        elif "tree" in note:
+            left.append((Digest(bytes.fromhex(str(note["tree"]))), note.get("by", BY_RESTAGE)))
     ledger: list[Change] = []
     if before is not None:
         old_tree = project.read_snapshot(before).tree
         for line in engine._diff(old_tree, after.snapshot.tree, BY_RESTAGE):
-            proof = wrote.get(line.path)
-            if proof is not None and line.after is not None and line.after.digest.hex() == proof[1]:
-                line = replace(line, by=proof[0])
-            ledger.append(line)
+            ledger.append(replace(line, by=_proven(project, line, wrote, left)))
     if wrote:
         new = [p for p in wrote if p not in set(engine.session.written)]
         engine.session = replace(engine.session, written=(*engine.session.written, *new))

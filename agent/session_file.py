@@ -59,6 +59,7 @@ from earshot.agent.session_entries import (
 )
 from earshot.agent.session_scan import TornTail, scan
 from earshot.agent.session_tree import SessionTree, TreeError
+from earshot.cas import faults
 from earshot.cas.errors import EarshotError
 from earshot.cas.logs import get_logger
 
@@ -311,6 +312,9 @@ class SessionFile:
                 leaf = entry.id
         parts.extend(encode_entry(e) for e in written)
         data = b"".join(parts)
+        if faults.armed("log-write"):  # a crash test's torn line: half of it, then the kill
+            os.write(fd, data[: len(data) // 2])
+        faults.point("log-write")
         count = os.write(fd, data)
         if count != len(data):
             raise ShortWrite(self.path, count, len(data))

@@ -321,8 +321,14 @@ def _revert(
         # What the first attempt set out to do, worked out again from the
         # state it started from: the paths it reached are part of this batch.
         earlier = Impact(batches=[])
-        reverter.plan(rev, _tree_of(project, first_before), earlier, force)
+        first_plan = reverter.plan(rev, _tree_of(project, first_before), earlier, force)
         done_before = set(earlier.restored) | set(earlier.deleted)
+        # Directories it made may still lack their final mode (set last).
+        with project.store.reader() as reader:
+            for path, entry in first_plan.mkdirs:
+                made = lookup(reader, now.snapshot.tree, path)
+                if made is not None and made.kind is Kind.DIR and made.mode != entry.mode:
+                    plan.chmods.append((path, entry))
     try:
         after = reverter.apply(plan, now.snapshot.tree, impact, held)
         engine.end_own_changes()

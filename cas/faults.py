@@ -36,8 +36,23 @@ def _parse(text: str) -> dict[str, tuple[int, str]]:
     return plan
 
 
-_PLAN = _parse(os.environ.get(ENV, "")) or None
+def _load() -> dict[str, tuple[int, str]] | None:
+    try:
+        return _parse(os.environ.get(ENV, "")) or None
+    except ValueError as exc:
+        os.write(2, f"earshot: {exc}; no fault is planned\n".encode())
+        return None
+
+
+_PLAN = _load()
 _SEEN: dict[str, int] = {}
+
+
+def armed(site: str) -> bool:
+    """Whether the next arrival at ``site`` fires (to set up a torn write, say)."""
+    if _PLAN is None or site not in _PLAN:
+        return False
+    return _SEEN.get(site, 0) + 1 == _PLAN[site][0]
 
 
 def point(site: str) -> None:

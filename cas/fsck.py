@@ -1,4 +1,9 @@
-"""Verifying a store: every object against its digest, every reference."""
+"""Verifying a store: every object against its digest, every reference.
+
+References are checked from the snapshots, and from the stat cache too: a
+scan trusts a cached digest without reading the file, so a cache record that
+names a missing object would make the next snapshot name it as well.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,10 @@ from dataclasses import dataclass, field
 
 from .digest import Digest, short
 from .errors import EarshotError
+from .intents import read_intents
 from .objects import Location, ObjectReader, ObjectStore, ObjectType, decode_chunks
+from .statcache import TABLE as STATCACHE
+from .statcache import decode_record
 from .tree import Kind
 
 
@@ -18,6 +26,8 @@ class FsckReport:
     objects: int = 0
     snapshots: int = 0
     problems: list[str] = field(default_factory=list)
+    #: Stat-cache records that name a missing object (``stale_cache`` repairs them).
+    stale_cache: list[bytes] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -42,7 +52,37 @@ def check_store(store: ObjectStore, progress: Callable[[int], None] | None = Non
         for key, _ in reader.view.items("snapshots"):
             report.snapshots += 1
             _check_references(reader, Digest(key[8:]), types, report)
+        _check_stat_cache(reader, types, report)
+        try:
+            read_intents(reader.view)
+        except EarshotError as exc:
+            report.problems.append(str(exc))
     return report
+
+
+def _check_stat_cache(
+    reader: ObjectReader, types: dict[bytes, ObjectType], report: FsckReport
+) -> None:
+    for key, value in reader.view.items(STATCACHE):
+        record = decode_record(value)
+        if record is None:
+            continue  # of another version: scans ignore it
+        missing = [record.tree] if record.tree not in types else []
+        missing += [k[6] for k in record.entries.values() if k[6] is not None and k[6] not in types]
+        if missing:
+            report.stale_cache.append(key)
+            report.problems.append(
+                f"stat cache of /{record.rel}: names {len(missing)} missing objects "
+                f"({short(Digest(missing[0]))}...); 'earshot fsck --repair' drops the record"
+            )
+
+
+def drop_stale_cache(store: ObjectStore, keys: list[bytes]) -> int:
+    """Remove stat-cache records (a cache: the next scan reads those files again)."""
+    with store.backend.write() as batch:
+        for key in keys:
+            batch.delete(STATCACHE, key)
+    return len(keys)
 
 
 def _check_references(

@@ -352,6 +352,10 @@ class Applier:
         if st is not None:
             return
         os.mkdir(name, 0o700, dir_fd=fd)
+        if entry.mode & 0o700 == 0o700:
+            # Its final mode at once (umask aside) when that leaves it writable:
+            # a restore cut off before the last step leaves it right anyway.
+            os.chmod(name, entry.mode, dir_fd=fd, follow_symlinks=False)
         self.result.created_dirs.append(path)
 
     def _temp_name(self) -> bytes:

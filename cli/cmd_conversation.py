@@ -84,6 +84,12 @@ def rewind(engine: Engine, as_json: bool, n: int, code: bool, dry_run: bool, for
     """
     if (dry_run or force) and not code:
         raise click.UsageError("--dry-run and --force go with --code")
+    finished = engine.finished_interrupted("rewind")
+    if finished is not None and not dry_run:
+        seq = finished.doc.get("seq")
+        text = f"the interrupted rewind is finished (batch {seq}); nothing more was done"
+        render.emit({"finished_interrupted": True, "record": seq}, text, as_json)
+        return
     result = navigation.rewind(engine, n, code=code, force=force, dry_run=dry_run)
     doc, out = render_session.rewound(result)
     render.emit(doc, out, as_json)

@@ -15,6 +15,18 @@ from . import render, render_agent
 from .common import EXIT_SKIPPED, session_command, session_reader
 
 
+def _was_finished(engine: Engine, kind: str, as_json: bool) -> bool:
+    """An interrupted undo (redo) of this session was just finished: this one is it."""
+    intent = engine.finished_interrupted(kind)
+    if intent is None:
+        return False
+    seq = intent.doc.get("seq")
+    doc = {"finished_interrupted": True, "record": seq, "batches": intent.doc.get("targets", [])}
+    text = f"the interrupted {kind} is finished (batch {seq}); nothing more was done"
+    render.emit(doc, text, as_json)
+    return True
+
+
 @click.command()
 @session_reader
 def log(engine: Engine, as_json: bool) -> None:
@@ -26,7 +38,13 @@ def log(engine: Engine, as_json: bool) -> None:
     """
     with engine.project.store.backend.read() as view:
         batches = session_batches(view, engine.session.id)
-    doc, text = render_agent.log(engine.session, batches)
+    intents = engine.project.intents
+    pending = [
+        (i, intents.is_live(i))
+        for i in intents.pending()
+        if i.doc.get("session") == engine.session.id
+    ]
+    doc, text = render_agent.log(engine.session, batches, pending)
     render.emit(doc, text, as_json)
 
 
@@ -44,6 +62,8 @@ def undo(engine: Engine, as_json: bool, count: int, dry_run: bool, force: bool) 
     call of this session created are deleted, and only if unchanged since.
     'earshot redo' brings everything back.
     """
+    if not dry_run and _was_finished(engine, "undo", as_json):
+        return
     impact = undo_batches(engine, count, force=force, dry_run=dry_run)
     doc, text = render_agent.impact(impact, "undo", dry_run)
     render.emit(doc, text, as_json)
@@ -57,6 +77,8 @@ def undo(engine: Engine, as_json: bool, count: int, dry_run: bool, force: bool) 
 @session_command
 def redo(engine: Engine, as_json: bool, dry_run: bool, force: bool) -> None:
     """Redo the most recent undo: bring back exactly what it reverted."""
+    if not dry_run and _was_finished(engine, "redo", as_json):
+        return
     impact = redo_batches(engine, force=force, dry_run=dry_run)
     doc, text = render_agent.impact(impact, "redo", dry_run)
     render.emit(doc, text, as_json)

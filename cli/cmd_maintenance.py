@@ -37,16 +37,34 @@ def gc(project: Project, as_json: bool, compact: bool) -> None:
 
 
 @click.command()
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Drop stat-cache records that name missing objects (a cache: nothing is lost).",
+)
 @project_reader
-def fsck(project: Project, as_json: bool) -> None:
+def fsck(project: Project, as_json: bool, repair: bool) -> None:
     """Read every object, verify it against its digest, and check every reference.
 
-    Exits 1 and lists the problems when anything is broken.
+    Also checks every batch and session record (each is sealed with a digest)
+    and the stat cache. Exits 1 and lists the problems when anything is broken.
     """
+    from earshot.agent.records import check_records
+    from earshot.cas.fsck import drop_stale_cache
+
     progress = Progress("checking", enabled=True)
     report = project.fsck(progress)
     progress.done()
-    doc, text = render.fsck_report(report)
+    with project.store.backend.read() as view:
+        records, problems = check_records(view)
+    report.problems.extend(problems)
+    if repair and report.stale_cache:
+        dropped = drop_stale_cache(project.store, report.stale_cache)
+        report.problems = [p for p in report.problems if not p.startswith("stat cache of ")]
+        click.echo(
+            f"earshot: dropped {dropped} stat-cache records naming missing objects", err=True
+        )
+    doc, text = render.fsck_report(report, records)
     render.emit(doc, text, as_json)
     if not report.ok:
         fail(f"the store has {len(report.problems)} problems (listed on stdout)")

@@ -61,7 +61,7 @@ def fail(message: str, code: int = EXIT_ERROR) -> None:
     sys.exit(code)
 
 
-def _settle(project: Any, finish: bool) -> None:
+def _settle(project: Any, finish: bool) -> list[Any]:
     """Operations a dead process left (intents): finish them, or only say so.
 
     A command that changes files or the store finishes them first (an
@@ -81,13 +81,14 @@ def _settle(project: Any, finish: bool) -> None:
                 f"earshot: could not finish the interrupted {describe(left.intent)}: {left.reason}",
                 err=True,
             )
-        return
+        return [item.intent for item in finished]
     for intent in interrupted(project):
         click.echo(
             f"earshot: interrupted: {describe(intent)}; the next command that changes "
             "files finishes it",
             err=True,
         )
+    return []
 
 
 def project_command(func: F) -> F:
@@ -127,7 +128,9 @@ def _project_command(func: F, finish: bool) -> F:
             from earshot.agent.records import TABLES
 
             with Project(root, extra_tables=TABLES) as project:
-                _settle(project, finish and not kwargs.get("dry_run"))
+                settled = _settle(project, finish and not kwargs.get("dry_run"))
+                if getattr(func, "takes_settled", False):
+                    kwargs["settled"] = settled
                 return func(project=project, as_json=as_json, **kwargs)
         except EarshotError as exc:
             fail(str(exc))
@@ -196,6 +199,7 @@ def _session_command(func: F, watch: bool) -> F:
         session_id: str | None,
         resume_id: str | None,
         continue_: bool,
+        settled: list[Any],
         **kwargs: Any,
     ) -> Any:
         from earshot.agent.conversation import select
@@ -216,6 +220,10 @@ def _session_command(func: F, watch: bool) -> F:
             tracker=_tracker(project) if watch else None,
             capture_output=kwargs.get("as_json", False),
         )
+        # What this command finished before it runs: re-running a killed undo
+        # must finish it, not undo once more.
+        engine.settled = tuple(settled)
         return func(engine=engine, **kwargs)
 
+    wrapper.takes_settled = True  # type: ignore[attr-defined]
     return _project_command(wrapper, finish=watch)  # type: ignore[return-value]

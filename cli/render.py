@@ -194,14 +194,18 @@ def gc_report(report: GcReport) -> tuple[dict[str, Any], str]:
     return doc, text
 
 
-def fsck_report(report: FsckReport) -> tuple[dict[str, Any], str]:
+def fsck_report(report: FsckReport, records: int = 0) -> tuple[dict[str, Any], str]:
     doc = {
         "ok": report.ok,
         "objects": report.objects,
         "snapshots": report.snapshots,
+        "records": records,
         "problems": report.problems,
     }
-    head = f"checked {report.objects:,} objects and {report.snapshots:,} snapshots: "
+    head = (
+        f"checked {report.objects:,} objects, {report.snapshots:,} snapshots and "
+        f"{records:,} records: "
+    )
     text = head + ("ok" if report.ok else f"{len(report.problems)} problems")
     if report.problems:
         text += "\n" + "\n".join(f"  {p}" for p in report.problems)

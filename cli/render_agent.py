@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from earshot.agent.calls import CallResult
 from earshot.agent.records import Batch, Change, SessionRecord
 from earshot.agent.undo import Impact
+from earshot.cas.intents import Intent
 
 from .render import when
 
@@ -40,6 +42,7 @@ def batch_doc(batch: Batch) -> dict[str, Any]:
         "self_created": batch.kind.self_created,
         "targets": list(batch.targets),
         "folded": batch.folded,
+        "interrupted": batch.interrupted,
         "attributed": all(isinstance(c.by, int) for c in batch.ledger) and not batch.folded,
         "before": batch.before.hex() if batch.before else None,
         "after": batch.after.hex() if batch.after else None,
@@ -65,6 +68,8 @@ def batch_line(batch: Batch) -> str:
         flags.append(f"undone by {batch.undone_by}")
     if batch.kind.value in ("undo", "redo", "rewind"):
         flags.append(f"{batch.kind.value} of {', '.join(map(str, batch.targets))}")
+    if batch.interrupted:
+        flags.append("interrupted: recorded by a later command")
     if batch.folded:
         flags.append("folded: changes go to the next snapshot, not attributed")
     elif any(not isinstance(c.by, int) for c in batch.ledger) and not batch.kind.self_created:
@@ -77,10 +82,31 @@ def batch_line(batch: Batch) -> str:
     )
 
 
-def log(session: SessionRecord, batches: list[Batch]) -> tuple[dict[str, Any], str]:
-    doc = {"session": session.id, "batches": [batch_doc(b) for b in batches]}
+def log(
+    session: SessionRecord, batches: list[Batch], pending: Sequence[tuple[Intent, bool]] = ()
+) -> tuple[dict[str, Any], str]:
+    """The session's batches, and those that ran but are not recorded yet (``pending``:
+    their intents, and whether the process running them lives)."""
+    waiting = [
+        {
+            "seq": intent.doc.get("seq"),
+            "kind": intent.kind,
+            "calls": intent.doc.get("calls") or [intent.doc.get("call")],
+            "started": when(intent.started_ns),
+            "running": live,
+        }
+        for intent, live in pending
+    ]
+    doc = {"session": session.id, "batches": [batch_doc(b) for b in batches], "pending": waiting}
     lines = [f"session {session.id}"] + [batch_line(b) for b in batches]
-    if not batches:
+    for item in waiting:
+        state = (
+            "running now"
+            if item["running"]
+            else "interrupted, not recorded yet: the next command that changes files records it"
+        )
+        lines.append(f"{item['seq']!s:>4}  {item['started']}  {item['kind']}  [{state}]")
+    if not batches and not waiting:
         lines.append("  no batches yet")
     return doc, "\n".join(lines)
 
