@@ -1,0 +1,399 @@
+"""Crash harness: kill earshot at random instants of each mutating operation; lose nothing.
+
+Runs ``snapshot``, a ``bash`` batch, an ``exec`` batch of many writes,
+``undo``, ``redo`` and ``restore --force`` through the real CLI on a tree of
+thousands of files, and sends SIGKILL after a random delay (seeded: the same
+seed gives the same plan). A run that ended before its kill does not count
+as a kill. After each kill it checks:
+
+1. a read-only command (``log``) reports what was interrupted, and changes nothing;
+2. the next mutating command finishes it: no intent left, no temp file in the tree;
+3. the operation converged: an undo, redo or restore left the tree either
+   untouched or exactly at its target; a killed batch is recorded, and its
+   undo restores every file it changed, deleting only what it can prove a
+   call made (what it keeps is reported, and nothing else differs);
+4. ``fsck`` is clean (objects, references, records, stat cache);
+5. every listed snapshot and every batch's states are restorable byte for
+   byte (every blob read back and verified against its digest);
+6. a fresh batch after it, and its undo, restore the tree exactly.
+
+    python tests/crash_harness.py --kills 240 --seed 1     # the full run
+
+prints the count of kills and of violations (exit 1 if any). The test suite
+runs a small seeded subset (tests/agent/test_crash_harness.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EARSHOT = Path(sys.executable).parent / "earshot"
+OPERATIONS = ("snapshot", "bash", "exec", "undo", "redo", "restore")
+Picture = dict[str, tuple[object, ...]]
+
+
+def picture(root: Path) -> Picture:
+    """Every entry under ``root``: kind, mode, content or link target."""
+    out: Picture = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode))
+            else:
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), path.read_bytes())
+    return out
+
+
+@dataclass
+class Report:
+    kills: int = 0
+    finished_before_kill: int = 0
+    by_operation: dict[str, int] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+
+
+class Harness:
+    """One root, one store, one session; operations run, killed and checked."""
+
+    def __init__(self, work: Path, files: int, seed: int) -> None:
+        self.work = work
+        self.root = work / "root"
+        self.home = work / "home"
+        self.rng = random.Random(seed)
+        self.files = files
+        self.verified: set[bytes] = set()
+        self.report = Report()
+        self.session = ""
+        self.root.mkdir(parents=True)
+        for i in range(files):
+            path = self.root / f"d{i % 50}" / f"f{i}.txt"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(f"file {i}\n" * (1 + i % 40))
+        (self.root / "big.bin").write_bytes(random.Random(seed).randbytes(3 << 20))
+        (self.root / "link").symlink_to("d1/f1.txt")
+        self.session = self.json("session", "new")["id"]
+        self.durations: dict[str, float] = {}
+
+    # -- running earshot -------------------------------------------------------
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("XDG_DATA_HOME", None)
+        env.update(EARSHOT_HOME=str(self.home), EARSHOT_SESSION=self.session, EARSHOT_WATCH="never")
+        env.update(extra)
+        return env
+
+    def run(self, *args: str, stdin: str | None = None, check: bool = True) -> Any:
+        proc = subprocess.run(
+            [str(EARSHOT), *args],
+            cwd=self.root,
+            env=self.env(),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        if check and proc.returncode not in (0, 3):
+            raise RuntimeError(f"earshot {' '.join(args)} -> {proc.returncode}\n{proc.stderr}")
+        return proc
+
+    def json(self, *args: str, stdin: str | None = None) -> Any:
+        return json.loads(self.run(*args, "--json", stdin=stdin).stdout)
+
+    # -- the operations -----------------------------------------------------------
+
+    def _bash_script(self) -> str:
+        a, b = self.rng.randrange(50), self.rng.randrange(50)
+        return (
+            f"for f in d{a}/*; do echo changed >> $f; done; rm -rf d{b}; "
+            f"mkdir -p new{a}; for i in $(seq 300); do echo $i > new{a}/n$i; done"
+        )
+
+    def _exec_calls(self) -> str:
+        base = self.rng.randrange(1000)
+        calls = [
+            {"tool": "write_file", "path": f"w{base % 7}/f{i}", "content": f"{base} {i}\n"}
+            for i in range(600)
+        ]
+        calls.insert(300, {"tool": "bash", "command": f"rm -rf d{base % 50}"})
+        return json.dumps(calls)
+
+    def _touch_some(self, count: int) -> None:
+        names = sorted(p for p in self.root.rglob("*.txt") if p.is_file())
+        for path in self.rng.sample(names, min(count, len(names))):
+            path.write_text(path.read_text() + "edit\n")
+
+    def prepare(self, op: str) -> tuple[list[str], str | None, Picture | None]:
+        """Set the scene for ``op``; return its argv, stdin, and its target picture."""
+        if op == "snapshot":
+            self._touch_some(200)
+            return ["snapshot", "-m", "harness"], None, None
+        if op == "bash":
+            return ["bash", self._bash_script()], None, None
+        if op == "exec":
+            return ["exec"], self._exec_calls(), None
+        if op == "undo":
+            target = picture(self.root)
+            self.run("bash", self._bash_script())
+            return ["undo"], None, target
+        if op == "redo":
+            self.run("bash", self._bash_script())
+            target = picture(self.root)
+            self.run("undo")
+            return ["redo"], None, target
+        assert op == "restore"
+        snap = self.json("snapshot", "-m", "restore target")["id"]
+        target = picture(self.root)
+        self._touch_some(150)
+        for path in self.rng.sample(sorted(self.root.glob("d*")), 3):
+            shutil.rmtree(path)
+        (self.root / "stray").mkdir(exist_ok=True)
+        (self.root / "stray" / "x.txt").write_text("x\n")
+        return ["restore", snap, "--force"], None, target
+
+    def calibrate(self) -> None:
+        """How long each operation takes unkilled here: the range kills are drawn from."""
+        for op in OPERATIONS:
+            argv, stdin, _ = self.prepare(op)
+            start = time.monotonic()
+            self.run(*argv, stdin=stdin)
+            self.durations[op] = time.monotonic() - start
+
+    # -- one kill, and the checks ---------------------------------------------------
+
+    def kill_once(self, op: str) -> bool:
+        """Run ``op`` and kill it at a random instant; check everything. True if killed."""
+        argv, stdin, target = self.prepare(op)
+        before = picture(self.root)
+        batches_before = len(self.json("log")["batches"])
+        delay = self.rng.uniform(0.0, 1.1 * self.durations[op])
+        proc = subprocess.Popen(
+            [str(EARSHOT), *argv],
+            cwd=self.root,
+            env=self.env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert proc.stdin is not None
+        if stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(stdin)
+        proc.stdin.close()
+        deadline = time.monotonic() + delay
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        if proc.poll() is not None:
+            self.report.finished_before_kill += 1
+            self.check_after(op, before, target, killed=False, batches_before=batches_before)
+            return False
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        self.report.kills += 1
+        self.report.by_operation[op] = self.report.by_operation.get(op, 0) + 1
+        self.check_after(op, before, target, killed=True, batches_before=batches_before)
+        return True
+
+    def violation(self, op: str, what: str) -> None:
+        self.report.violations.append(f"kill {self.report.kills} ({op}): {what}")
+
+    def _pending(self) -> list[dict[str, Any]]:
+        from earshot.agent.records import TABLES
+        from earshot.cas.project import Project
+
+        with Project(self.root, home=self.home, extra_tables=TABLES) as project:
+            return [i.to_json() for i in project.intents.pending()]
+
+    def check_after(
+        self,
+        op: str,
+        before: Picture,
+        target: Picture | None,
+        killed: bool,
+        batches_before: int,
+    ) -> None:
+        pending = self._pending()
+        # 1. A reader reports it and changes nothing.
+        still = picture(self.root)
+        reader = self.run("log", "--json", check=False)
+        if reader.returncode != 0:
+            self.violation(op, f"log failed: {reader.stderr.strip()}")
+            return
+        if picture(self.root) != still:
+            self.violation(op, "a read-only command changed the tree")
+        if pending and "interrupted" not in reader.stderr:
+            self.violation(op, f"log did not report the interrupted {pending[0]['kind']}")
+        recorded = len(json.loads(reader.stdout)["batches"]) > batches_before
+        # 2. The next mutating command finishes it. Undo and redo are run again, as a
+        # person would: that finishes an interrupted one, or runs one never started.
+        rerun = op in ("undo", "redo") and not recorded
+        again = op if rerun else "snapshot"
+        finisher = self.run(again, check=False)
+        if finisher.returncode not in (0, 3):
+            self.violation(op, f"{again} after the kill failed: {finisher.stderr.strip()}")
+        said = "finished an interrupted" in finisher.stderr or "recorded interrupted" in (
+            finisher.stderr
+        )
+        if pending and not said:
+            self.violation(op, f"{again} did not say it finished what was interrupted")
+        if self._pending():
+            self.violation(op, f"intents left after {again}: {self._pending()}")
+        temps = list(self.root.rglob(".earshot-tmp-*"))
+        if temps:
+            self.violation(op, f"temp files left: {temps[:3]}")
+        # 3. It converged.
+        now = picture(self.root)
+        if op in ("undo", "redo") and target is not None and now != target:
+            self.violation(op, f"{op} did not converge: {_delta(target, now)}")
+        # Untouched is fine for a restore only if it never began.
+        if op == "restore" and target is not None and now != target and (pending or now != before):
+            self.violation(op, f"restore did not converge: {_delta(target, now)}")
+        if op in ("bash", "exec") and killed:
+            batches = self.json("log")["batches"]
+            if len(batches) == batches_before + 1:
+                self._check_batch_undo(op, before, batches[-1])
+            elif len(batches) != batches_before or now != before:
+                self.violation(op, "a killed batch was neither recorded nor without effect")
+        # 4. fsck, with records.
+        fsck = self.run("fsck", "--json", check=False)
+        if fsck.returncode != 0:
+            self.violation(op, f"fsck: {fsck.stdout[-500:]}")
+        # 5. Everything listed is restorable byte for byte.
+        self._verify_all(op)
+        # 6. A fresh batch and its undo are exact.
+        clean = picture(self.root)
+        self.run("bash", self._bash_script())
+        self.run("undo")
+        if picture(self.root) != clean:
+            delta = _delta(clean, picture(self.root))
+            self.violation(op, f"a fresh batch's undo was not exact: {delta}")
+
+    def _check_batch_undo(self, op: str, before: Picture, batch: dict[str, Any]) -> None:
+        """A killed batch, once recorded, is undone: every file it changed comes back,
+        and only what undo reports as kept (unproven creations) stays."""
+        undo = self.run("undo", "--json", check=False)
+        if undo.returncode not in (0, 3):
+            self.violation(op, f"undo of the killed batch failed: {undo.stderr.strip()}")
+            return
+        doc = json.loads(undo.stdout)
+        kept = {k["path"] for k in doc["kept"]}
+        now = picture(self.root)
+        for path, entry in before.items():
+            if entry[0] == "file" and now.get(path) != entry:
+                self.violation(op, f"undo of the killed batch did not restore {path}")
+                return
+        extra = {p for p, e in now.items() if e[0] != "dir" and p not in before}
+        if extra - kept:
+            self.violation(op, f"undo left unreported files: {sorted(extra - kept)[:3]}")
+        if doc["conflicts"]:
+            self.violation(op, f"undo of the killed batch had conflicts: {doc['conflicts'][:3]}")
+        # Put the tree back as it was for the next round.
+        for path in sorted(extra, reverse=True):
+            (self.root / path).unlink()
+        self.run("snapshot")
+
+    def _verify_all(self, op: str) -> None:
+        from earshot.agent.records import TABLES, session_batches
+        from earshot.cas.digest import Digest
+        from earshot.cas.errors import EarshotError
+        from earshot.cas.project import Project
+        from earshot.cas.tree import Kind
+
+        with Project(self.root, home=self.home, extra_tables=TABLES) as project:
+            snaps = [d for d, _ in project.snapshots()]
+            with project.store.backend.read() as view:
+                for batch in session_batches(view, self.session):
+                    snaps += [d for d in (batch.before, batch.after) if d is not None]
+            with project.store.reader() as reader:
+                for snap in snaps:
+                    try:
+                        stack = [reader.read_snapshot(Digest(snap)).tree]
+                        while stack:
+                            tree = stack.pop()
+                            if tree in self.verified:
+                                continue
+                            for entry in reader.read_tree(tree):
+                                if entry.digest is None or entry.digest in self.verified:
+                                    continue
+                                if entry.kind is Kind.DIR:
+                                    stack.append(entry.digest)
+                                    continue
+                                for _ in reader.iter_blob(entry.digest):
+                                    pass
+                                self.verified.add(entry.digest)
+                            self.verified.add(tree)
+                    except EarshotError as exc:
+                        self.violation(op, f"snapshot {bytes(snap).hex()[:12]}: {exc}")
+
+
+def _delta(want: Picture, got: Picture) -> str:
+    missing = sorted(set(want) - set(got))[:3]
+    extra = sorted(set(got) - set(want))[:3]
+    differ = sorted(p for p in set(want) & set(got) if want[p] != got[p])[:3]
+    return f"missing {missing}, extra {extra}, differ {differ}"
+
+
+def run_harness(kills: int, seed: int, files: int, work: Path | None = None) -> Report:
+    """Kill until ``kills`` operations were really cut off; return the report."""
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        harness = Harness(Path(tmp), files, seed)
+        harness.calibrate()
+        order = list(OPERATIONS)
+        i = 0
+        attempts = 0
+        while harness.report.kills < kills and attempts < kills * 4:
+            op = order[i % len(order)]
+            if harness.kill_once(op):
+                i += 1
+            attempts += 1
+            if attempts % len(order) == 0:
+                print(
+                    f"kills {harness.report.kills}, violations {len(harness.report.violations)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        return harness.report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=240)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--files", type=int, default=3000)
+    parser.add_argument("--work", type=Path, default=None)
+    args = parser.parse_args()
+    start = time.monotonic()
+    report = run_harness(args.kills, args.seed, args.files, args.work)
+    print(f"kills: {report.kills}")
+    print(f"kills by operation: {json.dumps(report.by_operation, sort_keys=True)}")
+    print(f"runs that finished before their kill: {report.finished_before_kill}")
+    print(f"violations: {len(report.violations)}")
+    for line in report.violations:
+        print(f"  {line}")
+    print(f"seconds: {time.monotonic() - start:.0f}")
+    sys.exit(1 if report.violations else 0)
+
+
+if __name__ == "__main__":
+    main()
