@@ -300,6 +300,8 @@ def _revert(
     plan = reverter.plan(rev, now.snapshot.tree, impact, force)
     if dry_run:
         return impact
+    with project.store.reader() as reader:
+        verify_plan(reader, plan)  # a damaged store stops here, before the intent
     dirs = _dirs(paths)
     first_before = now.digest
     done_before: set[str] = set()
@@ -428,9 +430,8 @@ class Reverter:
         return plan
 
     def apply(self, plan: RestorePlan, now_tree: Digest, impact: Impact, held: Held) -> Digest:
-        """Carry out the plan; record and return the snapshot after it."""
+        """Carry out a verified plan; record and return the snapshot after it."""
         with self.project.store.reader() as blobs:
-            verify_plan(blobs, plan)
             result = Applier(str(self.project.root), blobs, held.id).apply(plan, verified=True)
         for path, reason in result.skipped:
             impact.kept.append((path, reason))

@@ -11,7 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Protocol
+
+from .errors import EarshotError
+
+
+class StoreError(EarshotError):
+    """The database under a backend failed (disk full, permissions, corruption)."""
+
+    def __init__(self, path: Path, why: str, no_space: bool = False) -> None:
+        super().__init__(why if no_space else f"store {path}: {why}")
+        self.path = path
+        #: The disk holding the store is full.
+        self.no_space = no_space
+
 
 #: Tables every store has. Higher layers may ask for more by name at open.
 CORE_TABLES = ("meta", "packs", "index", "snapshots", "statcache", "counts", "intents")
@@ -28,6 +42,10 @@ class ReadView(Protocol):
 
     def items(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """Key/value pairs of a table in key order, optionally under a prefix."""
+        ...
+
+    def keys(self, table: str) -> Iterator[bytes]:
+        """A table's keys in order, without reading its values (packs are MiBs each)."""
         ...
 
 
@@ -109,6 +127,20 @@ class Buffer:
                 merged[key] = value
         for key in sorted(merged):
             yield key, merged[key]
+
+    def overlay_keys(self, table: str, base: Iterator[bytes]) -> Iterator[bytes]:
+        """Merge buffered puts and deletes over a base iteration of keys, in order."""
+        pending = self.tables.get(table)
+        if not pending:
+            yield from base
+            return
+        merged = set(base)
+        for key, value in pending.items():
+            if value is None:
+                merged.discard(key)
+            else:
+                merged.add(key)
+        yield from sorted(merged)
 
     def clear(self) -> None:
         self.tables.clear()
@@ -195,6 +227,9 @@ class _MemoryView:
         for key in sorted(k for k in data if k.startswith(prefix)):
             yield key, data[key]
 
+    def keys(self, table: str) -> Iterator[bytes]:
+        return (k for k, _ in self.items(table))
+
 
 class _MemoryBatch(_MemoryView):
     def __init__(self, backend: MemoryBackend) -> None:
@@ -207,6 +242,9 @@ class _MemoryBatch(_MemoryView):
 
     def items(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         return self._buffer.overlay(table, prefix, super().items(table, prefix))
+
+    def keys(self, table: str) -> Iterator[bytes]:
+        return self._buffer.overlay_keys(table, super().keys(table))
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self._backend._table(table)  # unknown tables fail at the call, as in LMDB

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .backend import StoreError
 from .digest import Digest
 from .logs import get_logger
 from .objects import Location, ObjectStore, ObjectWriter, pack_key
@@ -52,22 +53,47 @@ def collect_garbage(store: ObjectStore, keep: Iterable[Digest], compact: bool = 
             dead_set = set(dead)
             stale_records = [k for k, v in reader.view.items(STATCACHE) if _names_dead(v, dead_set)]
             stale_counts = [k for k, _ in reader.view.items("counts") if k not in live]
-        rewritten = deleted = 0
-        with store.writer() as writer:
+            # Packs no index entry names: left by a writer (or a gc) killed after
+            # an early flush. Nothing reaches them; they only take room.
+            indexed = {pack_key(p) for p in by_pack}
+            orphans = [k for k in reader.view.keys("packs") if k not in indexed]
+        # First what frees room without needing any: whole dead packs, index
+        # entries, cache records. LMDB reuses the freed pages, so the repack
+        # after it fits even on a full disk.
+        deleted = 0
+        partial: dict[int, list[tuple[Digest, Location]]] = {}
+        with backend.write() as batch:
             for pack, members in by_pack.items():
-                if not any(d in dead_set for d, _ in members):
-                    continue
                 survivors = [(d, loc) for d, loc in members if d not in dead_set]
-                _repack(writer, pack, survivors)
-                writer.batch.delete("packs", pack_key(pack))
-                rewritten += bool(survivors)
-                deleted += 1
+                if not survivors:
+                    batch.delete("packs", pack_key(pack))
+                    deleted += 1
+                elif len(survivors) < len(members):
+                    partial[pack] = survivors
             for digest in dead:
-                writer.batch.delete("index", digest)
+                batch.delete("index", digest)
+            for key in orphans:
+                batch.delete("packs", key)
+                deleted += 1
             for key in stale_records:
-                writer.batch.delete(STATCACHE, key)
+                batch.delete(STATCACHE, key)
             for key in stale_counts:
-                writer.batch.delete("counts", key)
+                batch.delete("counts", key)
+        rewritten = 0
+        if partial:
+            try:
+                with store.writer() as writer:
+                    for pack, survivors in partial.items():
+                        _repack(writer, pack, survivors)
+                        writer.batch.delete("packs", pack_key(pack))
+            except StoreError as exc:
+                if not exc.no_space:
+                    raise
+                # Consistent as it is: the old packs still hold their live objects.
+                get_logger("earshot.cas").warning("gc_repack_skipped", reason=str(exc))
+            else:
+                rewritten = len(partial)
+                deleted += len(partial)
     if compact:
         backend.compact()
     get_logger("earshot.cas").info(

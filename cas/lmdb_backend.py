@@ -22,7 +22,7 @@ from typing import Any
 import lmdb
 
 from . import faults
-from .backend import CORE_TABLES, Buffer, ReadView, WriteBatch
+from .backend import CORE_TABLES, Buffer, ReadView, StoreError, WriteBatch
 from .errors import EarshotError
 
 _INITIAL_MAP = 1 << 30
@@ -35,16 +35,6 @@ _RESERVE = "reserve"
 #: A failed write with less than this free (or than twice what was being
 #: written) is a full disk: LMDB reports a short write as EIO.
 _LOW_SPACE = 16 << 20
-
-
-class StoreError(EarshotError):
-    """The database failed underneath (disk full, permissions, corruption)."""
-
-    def __init__(self, path: Path, why: str, no_space: bool = False) -> None:
-        super().__init__(why if no_space else f"store {path}: {why}")
-        self.path = path
-        #: The disk holding the store is full.
-        self.no_space = no_space
 
 
 def free_bytes(path: Path) -> int | None:
@@ -322,6 +312,11 @@ class _LmdbView:
                     break
                 yield key, bytes(value)
 
+    def keys(self, table: str) -> Iterator[bytes]:
+        with self._txn.cursor(db=self._backend._db(table)) as cursor:
+            for key in cursor.iternext(keys=True, values=False):
+                yield bytes(key)
+
 
 class _LmdbBatch:
     """Writes buffered in Python; reads go to the buffer, then a short read txn."""
@@ -348,6 +343,9 @@ class _LmdbBatch:
 
     def items(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         return self._buffer.overlay(table, prefix, self._view().items(table, prefix))
+
+    def keys(self, table: str) -> Iterator[bytes]:
+        return self._buffer.overlay_keys(table, self._view().keys(table))
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self._backend._db(table)

@@ -153,6 +153,43 @@ class TestBackendContract:
             raise Boom
         assert committed(backend) == {b"flushed": b"1"}
 
+    def test_keys_yields_a_tables_keys_in_order_with_a_batchs_pending_changes(
+        self, backend: Backend
+    ) -> None:
+        put_all(backend, "packs", {b"b": b"x" * 10, b"a": b"y", b"c": b"z"})
+        with backend.read() as view:
+            assert list(view.keys("packs")) == [b"a", b"b", b"c"]
+            assert list(view.keys("index")) == []
+        with backend.write() as batch:
+            batch.delete("packs", b"b")
+            batch.put("packs", b"0", b"new")
+            assert list(batch.keys("packs")) == [b"0", b"a", b"c"]
+
+    def test_a_flush_of_named_tables_commits_only_those_and_keeps_the_rest_pending(
+        self, backend: Backend
+    ) -> None:
+        with backend.write() as batch:
+            batch.put("packs", b"p", b"pack")
+            batch.put("index", b"i", b"loc")
+            batch.put("statcache", b"s", b"names p")
+            batch.flush(("packs", "index"))
+            assert committed(backend, "packs") == {b"p": b"pack"}
+            assert committed(backend, "index") == {b"i": b"loc"}
+            assert committed(backend, "statcache") == {}
+            assert batch.get("statcache", b"s") == b"names p"
+        assert committed(backend, "statcache") == {b"s": b"names p"}
+
+    def test_a_failure_after_a_partial_flush_commits_none_of_what_stayed_pending(
+        self, backend: Backend
+    ) -> None:
+        with pytest.raises(Boom), backend.write() as batch:
+            batch.put("packs", b"p", b"pack")
+            batch.put("statcache", b"s", b"names p")
+            batch.flush(("packs",))
+            raise Boom()
+        assert committed(backend, "packs") == {b"p": b"pack"}
+        assert committed(backend, "statcache") == {}
+
     def test_items_yields_keys_in_byte_order_under_a_prefix(self, backend: Backend) -> None:
         keys = [b"b", b"\xff", b"a\x00", b"ab", b"a", b"abc", b"\x00", b"aa"]
         put_all(backend, "meta", {k: b"v" + k for k in keys})
