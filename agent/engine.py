@@ -42,7 +42,7 @@ from earshot.cas.project import Project, Recorded
 from earshot.cas.restage import relative_path
 
 from .calls import Bash, Call, CallResult, EditFile, ReadFile, WriteFile, describe, edit
-from .files import read_text_file, write_text_file
+from .files import prepare_call, read_text_file, write_text_file
 from .records import (
     BY_RESTAGE,
     Batch,
@@ -368,6 +368,11 @@ class Engine:
         folded = False
         for index, call in enumerate(calls):
             tool = describe(call)["tool"]
+            try:  # links followed to the path really written; .git and NUL refused
+                call = prepare_call(self.root, call, self.project.options.exclude_dirs)
+            except (OSError, EarshotError) as exc:
+                results.append(CallResult(index, tool, False, error=_reason(exc)))
+                continue
             if isinstance(call, ReadFile):
                 try:
                     text = read_text_file(self.root, call.path).decode("utf-8", "replace")
