@@ -66,6 +66,16 @@ def test_read_file_of_a_directory_is_refused_as_not_a_regular_file(session: Ears
     assert result["ok"] is False and "a directory, not a regular file" in result["error"]
 
 
+def test_edit_with_an_empty_old_text_says_it_is_empty(session: Earshot, check_error: Any) -> None:
+    session.write("a.txt", "abc\n")
+    ran = session.run("edit", "a.txt", "--old", "", "--new", "x", expect=1)
+    message = check_error(ran)
+    assert "old text is empty" in message and "not found" not in message
+    (result,) = _exec(session, [{"tool": "edit", "path": "a.txt", "old": "", "new": "x"}])
+    assert "old text is empty" in result["error"]
+    assert (session.root / "a.txt").read_text() == "abc\n"
+
+
 def test_read_and_edit_follow_an_in_root_symlink_to_its_target(session: Earshot) -> None:
     session.write("real/target.txt", "one\n")
     (session.root / "link.txt").symlink_to("real/target.txt")
