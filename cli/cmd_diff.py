@@ -39,7 +39,9 @@ def _patch(reader: ObjectReader, change: Change) -> str | None:
     old, new = _text(reader, change.old), _text(reader, change.new)
     if old is None or new is None:
         return "  (binary or large file)"
-    lines = difflib.unified_diff(old, new, f"a/{change.path}", f"b/{change.path}")
+    lines = difflib.unified_diff(
+        old, new, render.quote_path(f"a/{change.path}"), render.quote_path(f"b/{change.path}")
+    )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 

@@ -21,7 +21,7 @@ def _finish(engine: Engine, out: Outcome, as_json: bool) -> None:
         render.emit(render_agent.outcome(engine.session.id, out.batch, out.results), "", True)
     for result in out.results:
         if result.error is not None and not as_json:
-            click.echo(f"earshot: {result.error}", err=True)
+            click.echo(f"earshot: {render.one_line(result.error)}", err=True)
     last = out.results[-1] if out.results else None
     if last is not None and last.exit_code is not None:
         sys.exit(last.exit_code)

@@ -57,7 +57,10 @@ def configure_logging(verbose: int) -> None:
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> None:
-    click.echo(f"earshot: {message}", err=True)
+    """One line on stderr (control characters in a name escaped), then exit."""
+    from .render import one_line
+
+    click.echo(f"earshot: {one_line(message)}", err=True)
     sys.exit(code)
 
 

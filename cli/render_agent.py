@@ -8,7 +8,7 @@ from earshot.agent.calls import CallResult
 from earshot.agent.records import Batch, Change, SessionRecord
 from earshot.agent.undo import Impact
 
-from .render import when
+from .render import one_line, quote_path, when
 
 
 def change_doc(change: Change) -> dict[str, Any]:
@@ -49,10 +49,10 @@ def batch_doc(batch: Batch) -> dict[str, Any]:
 def _call_text(call: dict[str, Any]) -> str:
     tool = str(call.get("tool", "?"))
     if tool == "bash":
-        return f"bash: {call.get('command', '')}"
+        return f"bash: {one_line(str(call.get('command', '')))}"
     if tool in ("undo", "redo"):
         return str(tool) + (f" {call['count']}" if call.get("count", 1) != 1 else "")
-    return f"{tool} {call.get('path', '')}".rstrip()
+    return f"{tool} {quote_path(str(call.get('path', '')))}".rstrip()
 
 
 def batch_line(batch: Batch) -> str:
@@ -117,14 +117,14 @@ def impact_lines(result: Impact, what: str, dry_run: bool) -> list[str]:
     else:
         head = f"{what} of batch {result.batches[0]}" if result.batches else f"{what}: none"
     lines = [("dry run: " if dry_run else "") + head]
-    lines += [f"  {verb}restore {p}" for p in result.restored]
-    lines += [f"  {verb}delete  {p}" for p in result.deleted]
-    lines += [f"  {verb}rmdir   {p}/" for p in result.removed_dirs]
+    lines += [f"  {verb}restore {quote_path(p)}" for p in result.restored]
+    lines += [f"  {verb}delete  {quote_path(p)}" for p in result.deleted]
+    lines += [f"  {verb}rmdir   {quote_path(p + '/')}" for p in result.removed_dirs]
     lines += [
-        f"  conflict {p}: changed since the batch; left alone (--force overwrites)"
+        f"  conflict {quote_path(p)}: changed since the batch; left alone (--force overwrites)"
         for p in result.conflicts
     ]
-    lines += [f"  kept    {p}: {r}" for p, r in result.kept]
+    lines += [f"  kept    {quote_path(p)}: {one_line(r)}" for p, r in result.kept]
     if result.record is not None:
         back = "undo" if what == "redo" else "redo"
         lines.append(f"recorded as batch {result.record} ('earshot {back}' to go back)")
