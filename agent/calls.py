@@ -125,6 +125,9 @@ class CallResult:
     output: str | None = None
     exit_code: int | None = None
     error: str | None = None
+    #: What a shell command changed in the user's git directories: undo
+    #: does not cover it (``git_fingerprint``).
+    git: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"index": self.index, "tool": self.tool, "ok": self.ok}
@@ -134,4 +137,6 @@ class CallResult:
             doc["exit_code"] = self.exit_code
         if self.error is not None:
             doc["error"] = self.error
+        if self.tool == "bash":
+            doc["git_changed"] = list(self.git)
         return doc

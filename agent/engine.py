@@ -43,6 +43,7 @@ from earshot.cas.restage import relative_path
 
 from .calls import Bash, Call, CallResult, EditFile, ReadFile, WriteFile, describe, edit
 from .files import prepare_call, read_text_file, write_text_file
+from .git_fingerprint import noticing_git_changes
 from .records import (
     BY_RESTAGE,
     Batch,
@@ -394,9 +395,16 @@ class Engine:
                     self._write(index, call.path, new.encode("utf-8", "surrogateescape"), ledger)
                     results.append(CallResult(index, tool, True))
                 else:
-                    code, output, was_folded = self._bash(index, call.command, destructive, ledger)
+                    with noticing_git_changes(self.root) as git:  # not covered by undo: said
+                        code, output, was_folded = self._bash(
+                            index, call.command, destructive, ledger
+                        )
                     folded |= was_folded
-                    results.append(CallResult(index, tool, True, output=output, exit_code=code))
+                    results.append(
+                        CallResult(
+                            index, tool, True, output=output, exit_code=code, git=tuple(git.paths)
+                        )
+                    )
             except (OSError, EarshotError) as exc:
                 results.append(CallResult(index, tool, False, error=_reason(exc)))
         after = self._current_snapshot() if before is not None else None

@@ -19,9 +19,12 @@ def _finish(engine: Engine, out: Outcome, as_json: bool) -> None:
     """Print the outcome; exit with the command's code (bash) or 1 on a failed call."""
     if as_json:
         render.emit(render_agent.outcome(engine.session.id, out.batch, out.results), "", True)
-    for result in out.results:
-        if result.error is not None and not as_json:
-            click.echo(f"earshot: {render.one_line(result.error)}", err=True)
+    if not as_json:
+        for result in out.results:
+            if result.error is not None:
+                click.echo(f"earshot: {render.one_line(result.error)}", err=True)
+            if result.git:
+                click.echo(f"earshot: {render_agent.git_notice(result.git)}", err=True)
     last = out.results[-1] if out.results else None
     if last is not None and last.exit_code is not None:
         sys.exit(last.exit_code)

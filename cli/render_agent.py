@@ -95,6 +95,16 @@ def outcome(session: str, batch: Batch, results: tuple[CallResult, ...]) -> dict
     }
 
 
+def git_notice(paths: tuple[str, ...] | list[str], shown: int = 4) -> str:
+    """What a shell command changed in a git directory, for stderr: undo cannot take it back."""
+    names = ", ".join(quote_path(p) for p in paths[:shown])
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return (
+        f"the command changed the git repository ({names}{more}); "
+        "earshot never records .git, so undo does not take this back"
+    )
+
+
 def impact(result: Impact, what: str, dry_run: bool) -> tuple[dict[str, Any], str]:
     doc = {
         "batches": result.batches,

@@ -1,4 +1,4 @@
-"""The user's git repository: the agent's tools never write it.
+"""The user's git repository: the agent's tools never write it, and a command that does is named.
 
 Each test runs the real ``earshot`` script (``es``) in a real git repository.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -100,3 +101,33 @@ def test_write_into_the_data_directory_inside_the_root_is_refused(es: Earshot) -
     assert result["ok"] is False and "earshot's data directory" in result["error"]
     assert (home / "checkpoints" / store.name / "data.mdb").read_bytes()[:64] == before[:64]
     assert not list(home.rglob(".earshot-tmp-*"))
+
+
+def test_bash_that_commits_says_git_changed_on_stderr_and_in_json(repo: Earshot) -> None:
+    repo.write("a.txt", "changed\n")
+    ran = repo.run("bash", "git -c user.name=t -c user.email=t@e commit -qam second")
+    notice = [line for line in ran.stderr.splitlines() if "git repository" in line]
+    assert len(notice) == 1 and "undo does not take this back" in notice[0]
+    assert ".git/refs/heads" in notice[0] or ".git/index" in notice[0]
+
+    doc = repo.json("bash", "git tag v1")
+    (result,) = doc["results"]
+    assert result["git_changed"] == [".git/refs/tags"]
+
+
+def test_bash_that_leaves_git_alone_says_nothing_of_it(repo: Earshot) -> None:
+    ran = repo.run("bash", "echo b > b.txt")
+    assert "git" not in ran.stderr
+    (result,) = repo.json("bash", "cat a.txt")["results"]
+    assert result["git_changed"] == []
+
+
+def test_exec_bash_that_writes_a_hook_reports_it_in_its_result(repo: Earshot) -> None:
+    (result,) = _exec(
+        repo,
+        [{"tool": "bash", "command": "printf '#!/bin/sh\\n' > .git/hooks/post-checkout"}],
+        expect=0,
+    )
+    assert result["ok"] is True
+    assert result["git_changed"] == [".git/hooks/post-checkout"]
+    assert Path(repo.root / ".git/hooks/post-checkout").exists()  # the user's business
