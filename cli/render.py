@@ -259,6 +259,33 @@ def fsck_report(report: FsckReport) -> tuple[dict[str, Any], str]:
     return doc, text
 
 
+NO_STORE = "nothing recorded in this root yet (no store)"
+
+
+def fsck_empty() -> tuple[dict[str, Any], str]:
+    """fsck in a root with no store: nothing to check, and none is made."""
+    doc = {"ok": True, "objects": 0, "snapshots": 0, "problems": [], "store": False}
+    return doc, f"{NO_STORE}: nothing to check"
+
+
+def stats_empty() -> tuple[dict[str, Any], str]:
+    """stats in a root with no store (none is made)."""
+    doc = {
+        "snapshots": 0,
+        "objects": {},
+        "packs": 0,
+        "content_bytes": 0,
+        "logical_bytes": 0,
+        "stored_bytes": 0,
+        "disk_bytes": 0,
+        "disk_per_content_byte": 0.0,
+        "compression_ratio": 0.0,
+        "dedup_ratio": 0.0,
+        "store": False,
+    }
+    return doc, NO_STORE
+
+
 def stats_report(stats: StoreStats) -> tuple[dict[str, Any], str]:
     doc = {
         "snapshots": stats.snapshots,

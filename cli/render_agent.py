@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from earshot.agent.calls import CallResult
-from earshot.agent.records import Batch, Change, SessionRecord
+from earshot.agent.records import Batch, Change
 from earshot.agent.undo import Impact
 
 from .render import one_line, quote_path, when
+
+NO_SESSIONS = "no sessions in this root ('earshot session new' starts one)"
 
 
 def change_doc(change: Change) -> dict[str, Any]:
@@ -77,9 +79,11 @@ def batch_line(batch: Batch) -> str:
     )
 
 
-def log(session: SessionRecord, batches: list[Batch]) -> tuple[dict[str, Any], str]:
-    doc = {"session": session.id, "batches": [batch_doc(b) for b in batches]}
-    lines = [f"session {session.id}"] + [batch_line(b) for b in batches]
+def log(session: str | None, batches: list[Batch]) -> tuple[dict[str, Any], str]:
+    doc = {"session": session, "batches": [batch_doc(b) for b in batches]}
+    if session is None:
+        return doc, NO_SESSIONS
+    lines = [f"session {session}"] + [batch_line(b) for b in batches]
     if not batches:
         lines.append("  no batches yet")
     return doc, "\n".join(lines)

@@ -49,8 +49,10 @@ def prompt_doc(prompt: Prompt) -> dict[str, Any]:
     }
 
 
-def tree(session: str, prompts: Sequence[Prompt]) -> tuple[dict[str, Any], str]:
+def tree(session: str | None, prompts: Sequence[Prompt]) -> tuple[dict[str, Any], str]:
     doc = {"session": session, "prompts": [prompt_doc(p) for p in prompts]}
+    if session is None:
+        return doc, render_agent.NO_SESSIONS
     if not prompts:
         return doc, f"session {session}: no prompts on the current path"
     count = f"{len(prompts)} prompt{'s' if len(prompts) > 1 else ''}"
