@@ -40,6 +40,19 @@ class NothingToUndo(EarshotError):
         super().__init__(f"nothing to {what} in this session (see 'earshot log')")
 
 
+class TooFewBatches(EarshotError):
+    """``undo N`` with N above the batches left to undo: refused, nothing changed."""
+
+    def __init__(self, asked: int, available: int) -> None:
+        these = "batch is" if available == 1 else "batches are"
+        super().__init__(
+            f"only {available} {these} left to undo in this session, not {asked} "
+            f"('earshot undo {available}' undoes them all; see 'earshot log')"
+        )
+        self.asked = asked
+        self.available = available
+
+
 class UndoInProgress(EarshotError):
     def __init__(self) -> None:
         super().__init__("another undo, redo or rewind is running on this project; try again")
@@ -225,6 +238,8 @@ def undo(engine: Engine, count: int = 1, force: bool = False, dry_run: bool = Fa
         candidates = [b for b in _history(engine) if b.undoable]
         if not candidates:
             raise NothingToUndo("undo")
+        if count > len(candidates):
+            raise TooFewBatches(count, len(candidates))
         call: dict[str, object] = {"tool": "undo", "count": count}
         return _revert(engine, candidates[-count:], BatchKind.UNDO, call, force, dry_run)
 

@@ -112,6 +112,7 @@ def git_notice(paths: tuple[str, ...] | list[str], shown: int = 4) -> str:
 def impact(result: Impact, what: str, dry_run: bool) -> tuple[dict[str, Any], str]:
     doc = {
         "batches": result.batches,
+        "count": len(result.batches),
         "restored": result.restored,
         "deleted": result.deleted,
         "conflicts": result.conflicts,
