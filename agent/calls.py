@@ -31,6 +31,13 @@ class EditMismatch(EarshotError):
         self.count = count
 
 
+class EmptyEdit(EarshotError):
+    """``edit``'s old text is empty: there is nothing to find."""
+
+    def __init__(self) -> None:
+        super().__init__("the old text is empty; give the exact text to replace")
+
+
 @dataclass(frozen=True, slots=True)
 class ReadFile:
     path: str
@@ -62,7 +69,9 @@ Call = ReadFile | WriteFile | EditFile | Bash
 
 def edit(text: str, old: str, new: str, replace_all: bool = False) -> str:
     """The ``edit`` tool: replace ``old`` by ``new`` in ``text`` (once, unless all)."""
-    count = text.count(old) if old else 0
+    if not old:
+        raise EmptyEdit()
+    count = text.count(old)
     if count == 0 or (count > 1 and not replace_all):
         raise EditMismatch(count)
     return text.replace(old, new) if replace_all else text.replace(old, new, 1)
@@ -116,6 +125,9 @@ class CallResult:
     output: str | None = None
     exit_code: int | None = None
     error: str | None = None
+    #: What a shell command changed in the user's git directories: undo
+    #: does not cover it (``git_fingerprint``).
+    git: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"index": self.index, "tool": self.tool, "ok": self.ok}
@@ -125,4 +137,6 @@ class CallResult:
             doc["exit_code"] = self.exit_code
         if self.error is not None:
             doc["error"] = self.error
+        if self.tool == "bash":
+            doc["git_changed"] = list(self.git)
         return doc

@@ -42,6 +42,20 @@ log = get_logger("earshot.agent.conversation")
 ROLES = ("user", "assistant")
 
 
+class NoSessions(EarshotError):
+    """A command that only reads, in a root with no session: it does not start one."""
+
+    def __init__(self) -> None:
+        super().__init__("no sessions in this root ('earshot session new' starts one)")
+
+
+class NoCheckpoints(EarshotError):
+    """A dry run on a session whose checkpoint history is gone (or never began)."""
+
+    def __init__(self, session: str) -> None:
+        super().__init__(f"session {session} has no checkpoint batches; nothing to undo or redo")
+
+
 class NoSessionToContinue(EarshotError):
     def __init__(self) -> None:
         super().__init__("no session to continue in this root ('earshot session new' starts one)")
@@ -168,11 +182,11 @@ def summaries(project: Project, count_batches: bool = True) -> list[SessionSumma
     return out
 
 
-def _resolve(project: Project, text: str) -> str:
+def _resolve(project: Project, text: str, allow_new: bool = True) -> str:
     """The session id ``text`` names: an id or unique prefix of either half's ids.
 
-    A full id known to neither half is taken as is: a session made elsewhere
-    (by the log library, say) whose halves start now.
+    A full id known to neither half is taken as is when ``allow_new``: a
+    session made elsewhere (by the log library, say) whose halves start now.
     """
     with project.store.backend.read() as view:
         known = {r.id for r in all_sessions(view)}
@@ -181,9 +195,26 @@ def _resolve(project: Project, text: str) -> str:
         return resolve_prefix(sorted(known), text, "session")
     except NoMatchingId:
         wanted = normalize_prefix(text)
-        if is_id(wanted):
+        if allow_new and is_id(wanted):
             return wanted
         raise
+
+
+def find(project: Project, given: str | None, *, most_recent: bool = False) -> str | None:
+    """The session a command would act on, creating nothing; None when the root has none.
+
+    The same choice as ``select``, for commands that only read (``log``,
+    ``tree``, dry runs): a session must be known to one of its halves.
+    """
+    text = given or (None if most_recent else os.environ.get(ENV_SESSION))
+    if text:
+        return _resolve(project, text, allow_new=False)
+    recent = summaries(project, count_batches=False)
+    if recent:
+        return recent[0].id
+    if most_recent:
+        raise NoSessionToContinue()
+    return None
 
 
 def select(
@@ -199,10 +230,7 @@ def select(
     if text:
         ident: str | None = _resolve(project, text)
     else:
-        recent = summaries(project, count_batches=False)
-        ident = recent[0].id if recent else None
-        if ident is None and most_recent:
-            raise NoSessionToContinue()
+        ident = find(project, None, most_recent=most_recent)
     if ident is None:
         return new_session(project), True
     record = _register(project, ident)

@@ -57,7 +57,8 @@ from earshot.cas.restage import relative_path
 
 from .calls import Bash, Call, CallResult, EditFile, ReadFile, WriteFile, describe, edit
 from .command import run_command, shell_argv
-from .files import read_text_file, write_text_file
+from .files import prepare_call, read_text_file, write_text_file
+from .git_fingerprint import noticing_git_changes
 from .records import (
     BY_RESTAGE,
     Batch,
@@ -365,13 +366,19 @@ class Engine:
     # -- calls --------------------------------------------------------------
 
     def _write_run(
-        self, run: list[tuple[int, Call]], held: Held, ledger: list[Change]
+        self, run: list[tuple[int, Call | CallResult]], held: Held, ledger: list[Change]
     ) -> list[CallResult]:
-        """Write and edit calls in a row (reads between them too): restaged once after."""
+        """Write and edit calls in a row (reads between them too): restaged once after.
+
+        ``run`` holds prepared calls, or the results of calls refused already.
+        """
         pre = self.tree
         results: list[CallResult] = []
         wrote: dict[str, int] = {}
         for index, call in run:
+            if isinstance(call, CallResult):
+                results.append(call)
+                continue
             tool = describe(call)["tool"]
             if isinstance(call, ReadFile):
                 results.append(self._read(index, call))
@@ -380,11 +387,9 @@ class Engine:
             try:
                 rel = relative_path(self.root, call.path)
                 if isinstance(call, EditFile):
-                    raw = read_text_file(self.root, call.path)
-                    text = edit(
-                        raw.decode("utf-8", "surrogateescape"), call.old, call.new, call.all
-                    )
-                    data = text.encode("utf-8", "surrogateescape")
+                    old = read_text_file(self.root, call.path).decode("utf-8", "surrogateescape")
+                    new = edit(old, call.old, call.new, call.all)
+                    data = new.encode("utf-8", "surrogateescape")
                 else:
                     data = call.content
                 write_text_file(self.root, rel, data, temp_tag=held.id)
@@ -404,10 +409,22 @@ class Engine:
             before, after = self._state(pre, rel), self._state(self.tree, rel)
             if before != after:
                 ledger.append(Change(rel, before, after, index))
-        new = [rel for rel in wrote if rel not in set(self.session.written)]
-        if new:
-            self.session = replace(self.session, written=(*self.session.written, *new))
+        known = set(self.session.written)
+        fresh = [rel for rel in wrote if rel not in known]
+        if fresh:
+            self.session = replace(self.session, written=(*self.session.written, *fresh))
         return results
+
+    def _prepare(self, index: int, call: Call) -> Call | CallResult:
+        """The call with its path resolved and checked, or the result refusing it.
+
+        An in-root link is followed to the file really written; ``.git``, the
+        data dir and NUL bytes are refused before anything is restaged.
+        """
+        try:
+            return prepare_call(self.root, call, self.project.options.exclude_dirs)
+        except (OSError, EarshotError, ValueError) as exc:
+            return CallResult(index, describe(call)["tool"], False, error=_reason(exc))
 
     def _read(self, index: int, call: ReadFile) -> CallResult:
         try:
@@ -526,11 +543,20 @@ class Engine:
                     results.append(CallResult(index, describe(call)["tool"], False, error=why))
                     index += 1
                     continue
+                prepared = self._prepare(index, call)
+                if isinstance(prepared, CallResult):
+                    results.append(prepared)
+                    index += 1
+                    continue
+                call = prepared
                 if isinstance(call, ReadFile):
                     results.append(self._read(index, call))
                     index += 1
                     continue
-                run = _write_run(calls, index) if not isinstance(call, Bash) else []
+                run: list[tuple[int, Call | CallResult]] = []
+                if not isinstance(call, Bash):
+                    run = [(index, call)]
+                    run += [(i, self._prepare(i, c)) for i, c in _write_run(calls, index + 1)]
                 targets = {t for _, c in run if (t := _target(self.root, c)) is not None}
                 destructive = self._judge(call)
                 rec = self._before_call(call, destructive, targets)
@@ -542,11 +568,12 @@ class Engine:
                     index = run[-1][0] + 1
                     continue
                 assert isinstance(call, Bash)
-                result, was_folded, stopped = self._bash(
-                    index, call.command, destructive, ledger, held
-                )
+                with noticing_git_changes(self.root) as git:  # not covered by undo: said
+                    result, was_folded, stopped = self._bash(
+                        index, call.command, destructive, ledger, held
+                    )
                 folded |= was_folded
-                results.append(result)
+                results.append(replace(result, git=tuple(git.paths)))
                 index += 1
             after = self.project.head_snapshot() if before is not None else None
             batch = self.record(
@@ -658,7 +685,7 @@ class Engine:
         return batch
 
 
-def _target(root: str, call: Call) -> str | None:
+def _target(root: str, call: Call | CallResult) -> str | None:
     """The root-relative path a write or edit call names (None if it names none)."""
     if not isinstance(call, WriteFile | EditFile):
         return None

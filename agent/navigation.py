@@ -31,12 +31,13 @@ from earshot.cas.intents import Held
 from earshot.cas.logs import get_logger
 from earshot.cas.project import Project
 
-from .conversation import log_dir, open_log
+from .conversation import log_dir, log_path, open_log
 from .engine import Engine
 from .ids import EntryId, SessionId
 from .records import Batch, SessionRecord, session_batches
 from .session_check import Problem, RepairResult, check, repair
 from .session_entries import BatchLink, Entry, ForkOrigin
+from .session_file import SessionNotFound
 from .session_list import session_files
 from .session_log import NoSuchPrompt, Session
 from .session_tree import Prompt
@@ -81,6 +82,15 @@ def current_prompts(session_log: Session) -> tuple[tuple[Entry, ...], tuple[Prom
         return (), ()
     # By id, not "the leaf": an append in between cannot shift what is read.
     return path, session_log.prompts(path[-1].id)
+
+
+def read_prompts(project: Project, session_id: str) -> tuple[Prompt, ...]:
+    """The prompts on a session's current path; none when it has no log (none is made)."""
+    try:
+        session_log = Session.open(log_path(project, session_id))
+    except SessionNotFound:
+        return ()
+    return current_prompts(session_log)[1]
 
 
 def _copied(session_log: Session) -> set[EntryId]:
@@ -194,8 +204,14 @@ def rewind(
     after the prompt is left to undo (nothing is appended then); conflicts
     follow undo's rules (``force`` overwrites). ``dry_run`` writes nothing.
     """
-    session_log = open_log(engine.project, engine.session.id)
     intents = engine.project.intents
+    if dry_run:  # writes nothing: not even the log of a session that has none
+        try:
+            session_log = Session.open(log_path(engine.project, engine.session.id))
+        except SessionNotFound:
+            raise NoSuchPrompt(SessionId(engine.session.id), n, 0) from None
+    else:
+        session_log = open_log(engine.project, engine.session.id)
     with session_log.rewind_lock():
         plan = plan_rewind(session_log, n, _batches(engine))
         impact = None

@@ -226,8 +226,9 @@ def finish_batch(project: Project, held: Held) -> str:
         for line in engine._diff(old_tree, after.snapshot.tree, BY_RESTAGE):
             ledger.append(replace(line, by=_proven(project, line, wrote, left)))
     if wrote:
-        new = [p for p in wrote if p not in set(engine.session.written)]
-        engine.session = replace(engine.session, written=(*engine.session.written, *new))
+        known = set(engine.session.written)
+        fresh = [p for p in wrote if p not in known]
+        engine.session = replace(engine.session, written=(*engine.session.written, *fresh))
     batch = engine.record(
         BatchKind.CALLS,
         tuple(calls),

@@ -52,6 +52,19 @@ class UndoInProgress(EarshotError):
         super().__init__("another undo, redo or rewind is running on this project; try again")
 
 
+class TooFewBatches(EarshotError):
+    """``undo N`` with N above the batches left to undo: refused, nothing changed."""
+
+    def __init__(self, asked: int, available: int) -> None:
+        these = "batch is" if available == 1 else "batches are"
+        super().__init__(
+            f"only {available} {these} left to undo in this session, not {asked} "
+            f"('earshot undo {available}' undoes them all; see 'earshot log')"
+        )
+        self.asked = asked
+        self.available = available
+
+
 class NotRecordedYet(EarshotError):
     """A batch of the session ran but is not recorded: undo must not step over it."""
 
@@ -212,6 +225,8 @@ def undo(engine: Engine, count: int = 1, force: bool = False, dry_run: bool = Fa
         candidates = [b for b in _history(engine) if b.undoable]
         if not candidates:
             raise NothingToUndo("undo")
+        if count > len(candidates):
+            raise TooFewBatches(count, len(candidates))
         call: dict[str, Any] = {"tool": "undo", "count": count}
         rev = _undo_reversal(engine, candidates[-count:], BatchKind.UNDO, call)
         return _revert(engine, rev, force=force, dry_run=dry_run)

@@ -8,10 +8,19 @@ import click
 
 from earshot.agent import conversation, navigation
 from earshot.agent.engine import Engine
+from earshot.cas.paths import sessions_dir
 from earshot.cas.project import Project
 
 from . import render, render_session
-from .common import EXIT_SKIPPED, fail, project_reader, session_command, session_reader
+from .common import (
+    EXIT_SKIPPED,
+    fail,
+    project_reader,
+    session_command,
+    session_lookup,
+    session_reader,
+)
+from .readonly import is_dry_run, no_sessions, unless_recorded
 
 
 def _text(text: str) -> str:
@@ -50,18 +59,23 @@ def say(engine: Engine, as_json: bool, text: str, role: str) -> None:
     render.emit(doc, out, as_json)
 
 
+def _no_tree(as_json: bool, **options: object) -> None:
+    render.emit(*render_session.tree(None, ()), as_json)
+
+
 @click.command()
-@session_reader
-def tree(engine: Engine, as_json: bool) -> None:
+@unless_recorded(_no_tree)
+@session_lookup
+def tree(project: Project, as_json: bool, session: str | None) -> None:
     """List the numbered user prompts on the session's current path.
 
     With each: its time, its first line, and whether the conversation has
     branches there (an earlier rewind went another way). 'earshot rewind N'
-    and 'earshot fork N' take these numbers.
+    and 'earshot fork N' take these numbers. Creates nothing: in a root with
+    no session it says so.
     """
-    session_log = conversation.open_log(engine.project, engine.session.id)
-    _, prompts = navigation.current_prompts(session_log)
-    doc, out = render_session.tree(engine.session.id, prompts)
+    prompts = navigation.read_prompts(project, session) if session is not None else ()
+    doc, out = render_session.tree(session, prompts)
     render.emit(doc, out, as_json)
 
 
@@ -70,6 +84,7 @@ def tree(engine: Engine, as_json: bool) -> None:
 @click.option("--code", is_flag=True, help="Also undo every checkpoint batch made after it.")
 @click.option("--dry-run", is_flag=True, help="With --code: show the impact, change nothing.")
 @click.option("--force", is_flag=True, help="With --code: overwrite conflicting files.")
+@unless_recorded(no_sessions, when=is_dry_run)
 @session_command
 def rewind(engine: Engine, as_json: bool, n: int, code: bool, dry_run: bool, force: bool) -> None:
     """Return the conversation to before prompt N, and print prompt N's text.
@@ -115,9 +130,17 @@ def fork(engine: Engine, as_json: bool, n: int | None) -> None:
     render.emit(doc, out, as_json)
 
 
+def _no_sessions(root: str, as_json: bool, action: str | None, **options: object) -> None:
+    if action is None:
+        render.emit(*render_session.sessions([]), as_json)
+    else:
+        render.emit(*render_session.checked([], sessions_dir(root)), as_json)
+
+
 @click.command()
 @click.argument("action", type=click.Choice(["check"]), required=False, metavar="[check]")
 @click.option("--repair", is_flag=True, help="With check: repair what can be (backup kept).")
+@unless_recorded(_no_sessions)
 @project_reader
 def sessions(project: Project, as_json: bool, action: str | None, repair: bool) -> None:
     """List the root's sessions, most recently active first; 'check' validates their files.

@@ -14,6 +14,7 @@ from earshot.cas.tree import Kind, TreeEntry
 
 from . import render
 from .common import fail, project_reader
+from .readonly import unless_recorded
 
 _MAX_TEXT = 1 << 20
 
@@ -39,20 +40,24 @@ def _patch(reader: ObjectReader, change: Change) -> str | None:
     old, new = _text(reader, change.old), _text(reader, change.new)
     if old is None or new is None:
         return "  (binary or large file)"
-    lines = difflib.unified_diff(old, new, f"a/{change.path}", f"b/{change.path}")
+    lines = difflib.unified_diff(
+        old, new, render.quote_path(f"a/{change.path}"), render.quote_path(f"b/{change.path}")
+    )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
 def _batch_changes(project: Project, session_id: str | None, seq: int) -> list[Change]:
-    """A batch's ledger as changes (each path: before -> after)."""
+    """A batch's ledger as changes (each path: before -> after); creates no session."""
+    from earshot.agent.conversation import NoSessions, find
     from earshot.agent.records import get_batch
-    from earshot.agent.sessions import select_session
 
-    record, _ = select_session(project, session_id)
+    ident = find(project, session_id)
+    if ident is None:
+        raise NoSessions()
     with project.store.backend.read() as view:
-        batch = get_batch(view, record.id, seq)
+        batch = get_batch(view, ident, seq)
     if batch is None:
-        fail(f"no batch {seq} in session {record.id} (see 'earshot log')")
+        fail(f"no batch {seq} in session {ident} (see 'earshot log')")
         raise AssertionError
     return [_as_change(line.path, line.before, line.after) for line in batch.ledger]
 
@@ -77,11 +82,23 @@ def _as_change(path: str, before: State | None, after: State | None) -> Change:
     return Change(path, kind, entry(before), entry(after))
 
 
+def _is_batch(old_id: str, new_id: str | None) -> bool:
+    return old_id.isdigit() and len(old_id) < 8 and new_id is None
+
+
+def _no_store(old_id: str, new_id: str | None, **options: object) -> None:
+    from earshot.agent.conversation import NoSessions
+    from earshot.cas.project import NoSuchSnapshot
+
+    raise NoSessions() if _is_batch(old_id, new_id) else NoSuchSnapshot(old_id)
+
+
 @click.command()
 @click.argument("old_id", metavar="A")
 @click.argument("new_id", metavar="[B]", required=False)
 @click.option("--stat", "stat_only", is_flag=True, help="Only the list of changed paths.")
 @click.option("--session", "session_id", metavar="ID", help="The session of a BATCH number.")
+@unless_recorded(_no_store)
 @project_reader
 def diff(
     project: Project,
@@ -98,7 +115,7 @@ def diff(
     shorter. Text files get a unified diff; --stat lists paths only
     (+ added, - deleted, ~ modified, m mode, t type).
     """
-    if old_id.isdigit() and len(old_id) < 8 and new_id is None:
+    if _is_batch(old_id, new_id):
         changes = _batch_changes(project, session_id, int(old_id))
     else:
         old = project.resolve(old_id)

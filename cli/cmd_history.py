@@ -10,9 +10,15 @@ from earshot.agent.engine import Engine
 from earshot.agent.records import session_batches
 from earshot.agent.undo import redo as redo_batches
 from earshot.agent.undo import undo as undo_batches
+from earshot.cas.project import Project
 
 from . import render, render_agent
-from .common import EXIT_SKIPPED, session_command, session_reader
+from .common import EXIT_SKIPPED, session_command, session_lookup
+from .readonly import is_dry_run, no_sessions, unless_recorded
+
+
+def _no_log(as_json: bool, **options: object) -> None:
+    render.emit(*render_agent.log(None, []), as_json)
 
 
 def _was_finished(engine: Engine, kind: str, as_json: bool) -> bool:
@@ -28,23 +34,26 @@ def _was_finished(engine: Engine, kind: str, as_json: bool) -> bool:
 
 
 @click.command()
-@session_reader
-def log(engine: Engine, as_json: bool) -> None:
+@unless_recorded(_no_log)
+@session_lookup
+def log(project: Project, as_json: bool, session: str | None) -> None:
     """List the session's batches: seq, time, calls, files changed (+ ~ -).
 
     Says which were undone, which earshot made itself (undo/redo), and which
     had their changes folded into the next snapshot (too large a tree to
-    restage after a command, and no watcher).
+    restage after a command, and no watcher). Creates nothing: in a root with
+    no session it says so.
     """
-    with engine.project.store.backend.read() as view:
-        batches = session_batches(view, engine.session.id)
-    intents = engine.project.intents
-    pending = [
-        (i, intents.is_live(i))
-        for i in intents.pending()
-        if i.doc.get("session") == engine.session.id
-    ]
-    doc, text = render_agent.log(engine.session, batches, pending)
+    batches = []
+    pending = []
+    if session is not None:
+        with project.store.backend.read() as view:
+            batches = session_batches(view, session)
+        intents = project.intents
+        pending = [
+            (i, intents.is_live(i)) for i in intents.pending() if i.doc.get("session") == session
+        ]
+    doc, text = render_agent.log(session, batches, pending)
     render.emit(doc, text, as_json)
 
 
@@ -52,6 +61,7 @@ def log(engine: Engine, as_json: bool) -> None:
 @click.argument("count", type=click.IntRange(min=1), default=1, metavar="[N]")
 @click.option("--dry-run", is_flag=True, help="Show what would be restored, deleted, in conflict.")
 @click.option("--force", is_flag=True, help="Overwrite conflicting files (never deletes them).")
+@unless_recorded(no_sessions, when=is_dry_run)
 @session_command
 def undo(engine: Engine, as_json: bool, count: int, dry_run: bool, force: bool) -> None:
     """Undo the session's last N batches (default 1).
@@ -74,6 +84,7 @@ def undo(engine: Engine, as_json: bool, count: int, dry_run: bool, force: bool) 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Show what would be restored, deleted, in conflict.")
 @click.option("--force", is_flag=True, help="Overwrite conflicting files (never deletes them).")
+@unless_recorded(no_sessions, when=is_dry_run)
 @session_command
 def redo(engine: Engine, as_json: bool, dry_run: bool, force: bool) -> None:
     """Redo the most recent undo: bring back exactly what it reverted."""

@@ -8,6 +8,7 @@ from earshot.cas.project import Project
 
 from . import render
 from .common import Progress, fail, project_command, project_reader
+from .readonly import unless_recorded
 
 
 @click.command()
@@ -36,7 +37,16 @@ def gc(project: Project, as_json: bool, compact: bool) -> None:
     render.emit(doc, text, as_json)
 
 
+def _nothing_to_check(as_json: bool, **options: object) -> None:
+    render.emit(*render.fsck_empty(), as_json)
+
+
+def _no_stats(as_json: bool, **options: object) -> None:
+    render.emit(*render.stats_empty(), as_json)
+
+
 @click.command()
+@unless_recorded(_nothing_to_check)
 @click.option(
     "--repair",
     is_flag=True,
@@ -71,6 +81,7 @@ def fsck(project: Project, as_json: bool, repair: bool) -> None:
 
 
 @click.command()
+@unless_recorded(_no_stats)
 @project_reader
 def stats(project: Project, as_json: bool) -> None:
     """Objects, bytes of content, bytes stored and on disk, dedup and compression."""

@@ -10,6 +10,7 @@ from earshot.cas.project import Project
 
 from . import render
 from .common import Progress, project_command, project_reader
+from .readonly import unless_recorded
 
 
 @click.command()
@@ -32,7 +33,12 @@ def snapshot(project: Project, as_json: bool, message: str, paths: tuple[str, ..
     render.emit(doc, text, as_json)
 
 
+def _no_snapshots(as_json: bool, **options: object) -> None:
+    render.emit(*render.snapshot_list([]), as_json)
+
+
 @click.command()
+@unless_recorded(_no_snapshots)
 @project_reader
 def snapshots(project: Project, as_json: bool) -> None:
     """List the snapshots of the root, newest first."""

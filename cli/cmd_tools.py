@@ -23,9 +23,12 @@ def _finish(engine: Engine, out: Outcome, as_json: bool) -> None:
     """
     if as_json:
         render.emit(render_agent.outcome(engine.session.id, out.batch, out.results), "", True)
-    for result in out.results:
-        if result.error is not None and not as_json:
-            click.echo(f"earshot: {result.error}", err=True)
+    if not as_json:
+        for result in out.results:
+            if result.error is not None:
+                click.echo(f"earshot: {render.one_line(result.error)}", err=True)
+            if result.git:
+                click.echo(f"earshot: {render_agent.git_notice(result.git)}", err=True)
     if out.interrupted_by is not None:
         click.echo(
             f"earshot: interrupted by signal {out.interrupted_by}; batch {out.batch.seq} "

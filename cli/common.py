@@ -57,7 +57,10 @@ def configure_logging(verbose: int) -> None:
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> None:
-    click.echo(f"earshot: {message}", err=True)
+    """One line on stderr (control characters in a name escaped), then exit."""
+    from .render import one_line
+
+    click.echo(f"earshot: {one_line(message)}", err=True)
     sys.exit(code)
 
 
@@ -171,28 +174,88 @@ def session_command(func: F) -> F:
 
 
 def session_reader(func: F) -> F:
-    """``session_command`` for commands that never change files (log, tree,
-    prompt, ...): they neither ask for the watch daemon nor start one."""
+    """``session_command`` for commands that never change files (prompt, say,
+    fork): they neither ask for the watch daemon nor start one."""
     return _session_command(func, watch=False)
+
+
+def session_lookup(func: F) -> F:
+    """For commands that only read a session (log, tree): hands in ``session``,
+    the id the session options choose, or None when the root has no session.
+    Nothing is created: no session, no log, no daemon.
+    """
+
+    @_session_options
+    @functools.wraps(func)
+    def wrapper(
+        project: Any,
+        session_id: str | None,
+        resume_id: str | None,
+        continue_: bool,
+        **kwargs: Any,
+    ) -> Any:
+        from earshot.agent.conversation import find
+
+        given = _given(session_id, resume_id, continue_)
+        return func(project=project, session=find(project, given, most_recent=continue_), **kwargs)
+
+    return project_reader(wrapper)  # type: ignore[return-value]
+
+
+def _session_options(func: F) -> F:
+    options = [
+        click.option(
+            "--session",
+            "session_id",
+            default=None,
+            metavar="ID",
+            help="The session (a unique id prefix); default: $EARSHOT_SESSION, "
+            "else the most recent, else a new one.",
+        ),
+        click.option(
+            "--resume", "resume_id", default=None, metavar="ID", help="Same as --session."
+        ),
+        click.option(
+            "--continue",
+            "continue_",
+            is_flag=True,
+            help="The most recently active session (ignores $EARSHOT_SESSION).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _given(session_id: str | None, resume_id: str | None, continue_: bool) -> str | None:
+    """The session id given, refusing more than one way of choosing."""
+    given = [n for n, v in (("--session", session_id), ("--resume", resume_id)) if v]
+    if continue_:
+        given.append("--continue")
+    if len(given) > 1:
+        message = f"{' and '.join(given)} each choose a session: give one"
+        raise click.UsageError(message, ctx=click.get_current_context())
+    return session_id or resume_id
+
+
+def _read_only_engine(project: Any, given: str | None, most_recent: bool) -> Any:
+    """An engine on an existing session for a dry run, which must create nothing."""
+    from earshot.agent.conversation import NoCheckpoints, NoSessions, find
+    from earshot.agent.engine import Engine
+    from earshot.agent.records import get_session
+
+    ident = find(project, given, most_recent=most_recent)
+    if ident is None:
+        raise NoSessions()
+    with project.store.backend.read() as view:
+        if get_session(view, ident) is None:
+            raise NoCheckpoints(ident)
+    return Engine(project, ident)
 
 
 def _session_command(func: F, watch: bool) -> F:
 
-    @click.option(
-        "--session",
-        "session_id",
-        default=None,
-        metavar="ID",
-        help="The session (a unique id prefix); default: $EARSHOT_SESSION, "
-        "else the most recent, else a new one.",
-    )
-    @click.option("--resume", "resume_id", default=None, metavar="ID", help="Same as --session.")
-    @click.option(
-        "--continue",
-        "continue_",
-        is_flag=True,
-        help="The most recently active session (ignores $EARSHOT_SESSION).",
-    )
+    @_session_options
     @functools.wraps(func)
     def wrapper(
         project: Any,
@@ -205,13 +268,10 @@ def _session_command(func: F, watch: bool) -> F:
         from earshot.agent.conversation import select
         from earshot.agent.engine import Engine
 
-        given = [n for n, v in (("--session", session_id), ("--resume", resume_id)) if v]
-        if continue_:
-            given.append("--continue")
-        if len(given) > 1:
-            message = f"{' and '.join(given)} each choose a session: give one"
-            raise click.UsageError(message, ctx=click.get_current_context())
-        record, created = select(project, session_id or resume_id, most_recent=continue_)
+        given = _given(session_id, resume_id, continue_)
+        if kwargs.get("dry_run"):  # a dry run creates nothing: no session, no log, no daemon
+            return func(engine=_read_only_engine(project, given, continue_), **kwargs)
+        record, created = select(project, given, most_recent=continue_)
         if created:
             click.echo(f"earshot: started session {record.id}", err=True)
         engine = Engine(

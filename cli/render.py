@@ -2,12 +2,16 @@
 
 With ``--json`` stdout carries exactly one JSON document; everything else
 (progress, logs, notices) goes to stderr. Paths are relative to the root,
-undecodable bytes kept as surrogate escapes.
+undecodable bytes kept as surrogate escapes. In text, a path holding a
+control character, a backslash or a double quote is quoted as git quotes it
+(``quote_path``), so no name can pass for several lines of output; JSON
+keeps the real name.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from typing import Any
@@ -22,6 +26,51 @@ from earshot.cas.project import Recorded, Restored
 from earshot.cas.snapshot import Snapshot
 from earshot.cas.stats import StoreStats
 from earshot.cas.tree import TreeEntry
+
+_C_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\v": "\\v",
+    "\f": "\\f",
+    "\r": "\\r",
+    '"': '\\"',
+    "\\": "\\\\",
+}
+# C0 and C1 controls, DEL, the Unicode line and paragraph separators, and
+# undecodable bytes (surrogate escapes): each could end or garble a line.
+_CONTROL = "\x00-\x1f\x7f-\x9f\u2028\u2029\udc80-\udcff"
+_NEEDS_QUOTES = re.compile(f'[{_CONTROL}"\\\\]')
+_UNSAFE = re.compile(f"[{_CONTROL}]")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    known = _C_ESCAPES.get(char)
+    if known is not None:
+        return known
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, as a surrogate escape
+        return f"\\{code - 0xDC00:03o}"
+    return "".join(f"\\{byte:03o}" for byte in char.encode("utf-8"))
+
+
+def quote_path(path: str) -> str:
+    """``path`` for text output, as git prints it with ``core.quotePath`` off.
+
+    In double quotes with C-style escapes (``\\n``, ``\\t``, ``\\"``,
+    ``\\\\``, octal bytes) when it holds a control character, a backslash or
+    a double quote; unchanged otherwise (other non-ASCII letters stay).
+    """
+    if _NEEDS_QUOTES.search(path) is None:
+        return path
+    return '"' + _NEEDS_QUOTES.sub(_escape_char, path) + '"'
+
+
+def one_line(text: str) -> str:
+    """A message or command for one line of text: control characters escaped, no quotes."""
+    return _UNSAFE.sub(_escape_char, text)
 
 
 def emit(doc: dict[str, Any], text: str, as_json: bool) -> None:
@@ -81,9 +130,11 @@ def recorded(rec: Recorded, seconds: float) -> tuple[dict[str, Any], str]:
             f"in {seconds:.2f} s"
         )
     for path, reason in rec.report.unrecorded:
-        lines.append(f"  not recorded ({reason.name.lower().replace('_', ' ')}): {path}")
+        lines.append(
+            f"  not recorded ({reason.name.lower().replace('_', ' ')}): {quote_path(path)}"
+        )
     for warning in rec.report.warnings:
-        lines.append(f"  warning: {warning}")
+        lines.append(f"  warning: {one_line(warning)}")
     return doc, "\n".join(lines)
 
 
@@ -129,7 +180,7 @@ def changes(
     }
     lines = []
     for change in items:
-        lines.append(f"{_MARK[change.kind.value]} {change.path}")
+        lines.append(f"{_MARK[change.kind.value]} {quote_path(change.path)}")
         if not stat_only and change.path in patches:
             lines.append(patches[change.path].rstrip("\n"))
     summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no changes"
@@ -162,12 +213,12 @@ def restored(res: Restored, target: Digest, dry_run: bool) -> tuple[dict[str, An
     }
     verb = "would " if dry_run else ""
     lines = [f"{'dry run: ' if dry_run else ''}restore to {short(target)}"]
-    lines += [f"  {verb}write   {p}" for p in written]
-    lines += [f"  {verb}delete  {p}" for p in deleted]
-    lines += [f"  {verb}mkdir   {p}/" for p in made]
-    lines += [f"  {verb}rmdir   {p}/" for p in removed]
-    lines += [f"  {verb}chmod   {p}" for p in modes]
-    lines += [f"  skipped {p}: {r}" for p, r in skipped]
+    lines += [f"  {verb}write   {quote_path(p)}" for p in written]
+    lines += [f"  {verb}delete  {quote_path(p)}" for p in deleted]
+    lines += [f"  {verb}mkdir   {quote_path(p + '/')}" for p in made]
+    lines += [f"  {verb}rmdir   {quote_path(p + '/')}" for p in removed]
+    lines += [f"  {verb}chmod   {quote_path(p)}" for p in modes]
+    lines += [f"  skipped {quote_path(p)}: {one_line(r)}" for p, r in skipped]
     if not (written or deleted or made or removed or modes or skipped):
         lines.append("  nothing to do: the root already matches")
     elif res.before is not None:
@@ -208,8 +259,35 @@ def fsck_report(report: FsckReport, records: int = 0) -> tuple[dict[str, Any], s
     )
     text = head + ("ok" if report.ok else f"{len(report.problems)} problems")
     if report.problems:
-        text += "\n" + "\n".join(f"  {p}" for p in report.problems)
+        text += "\n" + "\n".join(f"  {one_line(p)}" for p in report.problems)
     return doc, text
+
+
+NO_STORE = "nothing recorded in this root yet (no store)"
+
+
+def fsck_empty() -> tuple[dict[str, Any], str]:
+    """fsck in a root with no store: nothing to check, and none is made."""
+    doc = {"ok": True, "objects": 0, "snapshots": 0, "problems": [], "store": False}
+    return doc, f"{NO_STORE}: nothing to check"
+
+
+def stats_empty() -> tuple[dict[str, Any], str]:
+    """stats in a root with no store (none is made)."""
+    doc = {
+        "snapshots": 0,
+        "objects": {},
+        "packs": 0,
+        "content_bytes": 0,
+        "logical_bytes": 0,
+        "stored_bytes": 0,
+        "disk_bytes": 0,
+        "disk_per_content_byte": 0.0,
+        "compression_ratio": 0.0,
+        "dedup_ratio": 0.0,
+        "store": False,
+    }
+    return doc, NO_STORE
 
 
 def stats_report(stats: StoreStats) -> tuple[dict[str, Any], str]:

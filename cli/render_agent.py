@@ -6,11 +6,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from earshot.agent.calls import CallResult
-from earshot.agent.records import Batch, Change, SessionRecord
+from earshot.agent.records import Batch, Change
 from earshot.agent.undo import Impact
 from earshot.cas.intents import Intent
 
-from .render import when
+from .render import one_line, quote_path, when
+
+NO_SESSIONS = "no sessions in this root ('earshot session new' starts one)"
 
 
 def change_doc(change: Change) -> dict[str, Any]:
@@ -52,10 +54,10 @@ def batch_doc(batch: Batch) -> dict[str, Any]:
 def _call_text(call: dict[str, Any]) -> str:
     tool = str(call.get("tool", "?"))
     if tool == "bash":
-        return f"bash: {call.get('command', '')}"
+        return f"bash: {one_line(str(call.get('command', '')))}"
     if tool in ("undo", "redo"):
         return str(tool) + (f" {call['count']}" if call.get("count", 1) != 1 else "")
-    return f"{tool} {call.get('path', '')}".rstrip()
+    return f"{tool} {quote_path(str(call.get('path', '')))}".rstrip()
 
 
 def batch_line(batch: Batch) -> str:
@@ -83,7 +85,7 @@ def batch_line(batch: Batch) -> str:
 
 
 def log(
-    session: SessionRecord, batches: list[Batch], pending: Sequence[tuple[Intent, bool]] = ()
+    session: str | None, batches: list[Batch], pending: Sequence[tuple[Intent, bool]] = ()
 ) -> tuple[dict[str, Any], str]:
     """The session's batches, and those that ran but are not recorded yet (``pending``:
     their intents, and whether the process running them lives)."""
@@ -97,8 +99,10 @@ def log(
         }
         for intent, live in pending
     ]
-    doc = {"session": session.id, "batches": [batch_doc(b) for b in batches], "pending": waiting}
-    lines = [f"session {session.id}"] + [batch_line(b) for b in batches]
+    doc = {"session": session, "batches": [batch_doc(b) for b in batches], "pending": waiting}
+    if session is None:
+        return doc, NO_SESSIONS
+    lines = [f"session {session}"] + [batch_line(b) for b in batches]
     for item in waiting:
         state = (
             "running now"
@@ -121,9 +125,20 @@ def outcome(session: str, batch: Batch, results: tuple[CallResult, ...]) -> dict
     }
 
 
+def git_notice(paths: tuple[str, ...] | list[str], shown: int = 4) -> str:
+    """What a shell command changed in a git directory, for stderr: undo cannot take it back."""
+    names = ", ".join(quote_path(p) for p in paths[:shown])
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return (
+        f"the command changed the git repository ({names}{more}); "
+        "earshot never records .git, so undo does not take this back"
+    )
+
+
 def impact(result: Impact, what: str, dry_run: bool) -> tuple[dict[str, Any], str]:
     doc = {
         "batches": result.batches,
+        "count": len(result.batches),
         "restored": result.restored,
         "deleted": result.deleted,
         "conflicts": result.conflicts,
@@ -143,14 +158,14 @@ def impact_lines(result: Impact, what: str, dry_run: bool) -> list[str]:
     else:
         head = f"{what} of batch {result.batches[0]}" if result.batches else f"{what}: none"
     lines = [("dry run: " if dry_run else "") + head]
-    lines += [f"  {verb}restore {p}" for p in result.restored]
-    lines += [f"  {verb}delete  {p}" for p in result.deleted]
-    lines += [f"  {verb}rmdir   {p}/" for p in result.removed_dirs]
+    lines += [f"  {verb}restore {quote_path(p)}" for p in result.restored]
+    lines += [f"  {verb}delete  {quote_path(p)}" for p in result.deleted]
+    lines += [f"  {verb}rmdir   {quote_path(p + '/')}" for p in result.removed_dirs]
     lines += [
-        f"  conflict {p}: changed since the batch; left alone (--force overwrites)"
+        f"  conflict {quote_path(p)}: changed since the batch; left alone (--force overwrites)"
         for p in result.conflicts
     ]
-    lines += [f"  kept    {p}: {r}" for p, r in result.kept]
+    lines += [f"  kept    {quote_path(p)}: {one_line(r)}" for p, r in result.kept]
     if result.record is not None:
         back = "undo" if what == "redo" else "redo"
         lines.append(f"recorded as batch {result.record} ('earshot {back}' to go back)")

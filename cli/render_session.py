@@ -15,7 +15,7 @@ from earshot.agent.session_entries import Entry
 from earshot.agent.session_tree import Prompt
 
 from . import render_agent
-from .render import when
+from .render import one_line, when
 
 _SHOWN = 72  # characters of a prompt's first line in listings
 
@@ -26,7 +26,7 @@ def notice(text: str) -> None:
 
 
 def _short(text: str | None) -> str:
-    line = (text or "").strip().split("\n", 1)[0]
+    line = one_line((text or "").strip().split("\n", 1)[0])
     return line if len(line) <= _SHOWN else line[: _SHOWN - 3] + "..."
 
 
@@ -49,8 +49,10 @@ def prompt_doc(prompt: Prompt) -> dict[str, Any]:
     }
 
 
-def tree(session: str, prompts: Sequence[Prompt]) -> tuple[dict[str, Any], str]:
+def tree(session: str | None, prompts: Sequence[Prompt]) -> tuple[dict[str, Any], str]:
     doc = {"session": session, "prompts": [prompt_doc(p) for p in prompts]}
+    if session is None:
+        return doc, render_agent.NO_SESSIONS
     if not prompts:
         return doc, f"session {session}: no prompts on the current path"
     count = f"{len(prompts)} prompt{'s' if len(prompts) > 1 else ''}"
@@ -154,7 +156,7 @@ def _problem_doc(problem: Problem) -> dict[str, Any]:
 def _problem_line(name: str, problem: Problem) -> str:
     where = f"line {problem.line}: " if problem.line is not None else ""
     fix = " (--repair fixes this)" if problem.repairable else ""
-    return f"{name}: {where}{problem.kind}: {problem.message}{fix}"
+    return f"{name}: {where}{problem.kind}: {one_line(problem.message)}{fix}"
 
 
 def checked(results: Sequence[Checked], directory: Path) -> tuple[dict[str, Any], str]:

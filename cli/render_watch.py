@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .render import when
+from .render import one_line, quote_path, when
 
 
 def _duration(seconds: float) -> str:
@@ -20,9 +20,9 @@ def _duration(seconds: float) -> str:
 def started(root: str, pid: int | None, already: bool, log: str) -> tuple[dict[str, Any], str]:
     doc = {"root": root, "running": True, "started": not already, "pid": pid, "log": log}
     if already:
-        return doc, f"already watching {root} (pid {pid})"
+        return doc, f"already watching {quote_path(root)} (pid {pid})"
     return doc, (
-        f"watching {root} in the background (pid {pid}); "
+        f"watching {quote_path(root)} in the background (pid {pid}); "
         "'earshot watch --status' shows it, 'earshot watch --stop' stops it"
     )
 
@@ -30,18 +30,21 @@ def started(root: str, pid: int | None, already: bool, log: str) -> tuple[dict[s
 def stopped(root: str, pid: int | None) -> tuple[dict[str, Any], str]:
     doc = {"root": root, "stopped": pid is not None, "pid": pid}
     if pid is None:
-        return doc, f"no watch daemon for {root}"
-    return doc, f"stopped the watch daemon of {root} (pid {pid})"
+        return doc, f"no watch daemon for {quote_path(root)}"
+    return doc, f"stopped the watch daemon of {quote_path(root)} (pid {pid})"
 
 
 def status(root: str, doc: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
     """The daemon's status document (None: not running) and its text."""
     if doc is None:
-        return {"root": root, "running": False}, f"not watching {root} (start: 'earshot watch')"
+        return {
+            "root": root,
+            "running": False,
+        }, f"not watching {quote_path(root)} (start: 'earshot watch')"
     out = {"running": True, **doc}
     limit = doc.get("max_user_watches")
     up = time.time() - doc["started_ns"] / 1e9
-    lines = [f"watching {doc['root']} (pid {doc['pid']}, up {_duration(up)})"]
+    lines = [f"watching {quote_path(doc['root'])} (pid {doc['pid']}, up {_duration(up)})"]
     if doc.get("degraded"):
         lines.append(f"  NOT vouching for changes: {doc['degraded']}")
         lines.append("  every checkpoint falls back to a full restage")
@@ -56,7 +59,7 @@ def status(root: str, doc: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
         f"filesystem {doc.get('filesystem') or 'unknown'}"
     )
     for rel in doc.get("unreadable_dirs", []):
-        lines.append(f"  cannot watch (unreadable): {rel}")
+        lines.append(f"  cannot watch (unreadable): {quote_path(rel)}")
     lines.append(
         f"  token {doc['epoch']}:{doc['token']}; {doc['changed_paths']:,} paths changed, "
         f"{doc['events']:,} events, {doc['overflows']} queue overflows"
@@ -68,7 +71,7 @@ def status(root: str, doc: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
     if not gaps:
         lines.append("  no gap since it started")
     for gap in gaps:
-        lines.append(f"  gap at {when(gap['time_ns'])}: {gap['reason']}")
+        lines.append(f"  gap at {when(gap['time_ns'])}: {one_line(gap['reason'])}")
     lines.append(
         f"  idle {_duration(doc['idle_s'])} of {_duration(doc['idle_timeout_s'])}; log {doc['log']}"
     )

@@ -65,15 +65,20 @@ class Earshot:
         cwd: Path | None = None,
         expect: int | None = 0,
         env: dict[str, str] | None = None,
+        stdin: str | None = None,
+        timeout: float = 60,
+        prefix: tuple[str, ...] = (),
     ) -> Result:
+        """Run ``earshot ARGS``; ``prefix`` goes before it (e.g. a privilege-dropping wrapper)."""
         proc = subprocess.run(
-            [str(EARSHOT), *args],
+            [*prefix, str(EARSHOT), *args],
             cwd=cwd or self.root,
             env=env or self.env(),
+            input=stdin if stdin is not None else "",
             capture_output=True,
             encoding="utf-8",
             errors="surrogateescape",
-            timeout=60,
+            timeout=timeout,
             check=False,
         )
         result = Result(tuple(args), proc.returncode, proc.stdout, proc.stderr)

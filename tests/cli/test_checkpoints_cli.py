@@ -252,3 +252,28 @@ def test_write_refuses_a_path_outside_the_root(es: Earshot, check_error: Any) ->
     assert "outside the root" in check_error(_write(es, "../escaped.txt", "x\n", expect=1))
     assert not outside.exists()
     assert not Path(es.root, "escaped.txt").exists()
+
+
+def test_undo_of_more_batches_than_there_are_is_refused_and_changes_nothing(
+    es: Earshot, check_error: Any, list_tree: Any
+) -> None:
+    _write(es, "a.txt", "a\n")
+    _write(es, "b.txt", "b\n")
+    es.run("bash", "true")  # changed nothing: not undoable
+    before, log = list_tree(es.root), es.json("log")
+    message = check_error(es.run("undo", "999", expect=1))
+    assert "only 2 batches are left to undo in this session, not 999" in message
+    check_error(es.run("undo", "3", "--dry-run", expect=1))
+    assert list_tree(es.root) == before
+    assert es.json("log") == log
+
+
+def test_undo_json_counts_the_batches_undone(es: Earshot) -> None:
+    _write(es, "a.txt", "a\n")
+    _write(es, "b.txt", "b\n")
+    _write(es, "c.txt", "c\n")
+    assert es.json("undo", "2", "--dry-run")["count"] == 2
+    assert es.json("undo")["count"] == 1
+    doc = es.json("undo", "2")
+    assert (doc["count"], doc["batches"]) == (2, [2, 1])
+    assert es.json("redo")["count"] == 2
