@@ -9,7 +9,9 @@ shell and whatever it started) can be signalled at once:
 - If earshot itself is killed (SIGKILL, a crash), the shell gets SIGKILL from
   the kernel (``PR_SET_PDEATHSIG``), and whatever it started is still in the
   group: the group id and the shell's start time are written into the
-  batch's intent notes (``on_start``), and the command that finishes the
+  batch's intent notes by the child itself, before it runs the command
+  (``on_start``: a kill at any instant after the fork finds the note), and
+  the command that finishes the
   interrupted batch kills what is left of the group before recording it
   (``stop_orphaned_group``).
 """
@@ -62,14 +64,21 @@ def start_time(pid: int) -> int | None:
         return None
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when earshot dies, however it dies."""
-    parent = os.getppid()
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before the prctl took hold
-        os._exit(137)
+def _before_exec(on_start: Callable[[int, int | None], None] | None) -> Callable[[], None]:
+    """What the child does before exec: die with earshot, and say who it is."""
+
+    def child() -> None:
+        parent = os.getppid()
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the prctl took hold
+            os._exit(137)
+        if on_start is not None:
+            me = os.getpid()  # also its process group's id (process_group=0)
+            on_start(me, start_time(me))
+
+    return child
 
 
 @contextlib.contextmanager
@@ -103,7 +112,8 @@ def run_command(
     """Run ``argv`` in a new process group under ``cwd``; stdin is /dev/null.
 
     ``capture``: return stdout and stderr together as text; otherwise they
-    pass through. ``on_start(pgid, start_time)`` is called once it runs.
+    pass through. ``on_start(pgid, start_time)`` runs in the child, before
+    exec: it may only write to a descriptor (an intent's notes).
     """
     pipe = subprocess.PIPE if capture else None
     proc = subprocess.Popen(
@@ -113,12 +123,10 @@ def run_command(
         stdout=pipe,
         stderr=pipe,
         process_group=0,
-        preexec_fn=_die_with_parent,
+        preexec_fn=_before_exec(on_start),
     )
     received: list[int] = []
     with _forwarding(proc.pid, received):
-        if on_start is not None:
-            on_start(proc.pid, start_time(proc.pid))
         while True:
             try:
                 out, err = proc.communicate()

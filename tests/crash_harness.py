@@ -82,6 +82,7 @@ class Harness:
         self.files = files
         self.verified: set[bytes] = set()
         self.report = Report()
+        self.verbose = False
         self.session = ""
         self.root.mkdir(parents=True)
         for i in range(files):
@@ -165,7 +166,8 @@ class Harness:
         snap = self.json("snapshot", "-m", "restore target")["id"]
         target = picture(self.root)
         self._touch_some(150)
-        for path in self.rng.sample(sorted(self.root.glob("d*")), 3):
+        dirs = sorted(self.root.glob("d*"))
+        for path in self.rng.sample(dirs, min(3, len(dirs))):
             shutil.rmtree(path)
         (self.root / "stray").mkdir(exist_ok=True)
         (self.root / "stray" / "x.txt").write_text("x\n")
@@ -216,7 +218,10 @@ class Harness:
         return True
 
     def violation(self, op: str, what: str) -> None:
-        self.report.violations.append(f"kill {self.report.kills} ({op}): {what}")
+        line = f"kill {self.report.kills} ({op}): {what}"
+        self.report.violations.append(line)
+        if self.verbose:
+            print(f"VIOLATION {line}", file=sys.stderr, flush=True)
 
     def _pending(self) -> list[dict[str, Any]]:
         from earshot.agent.records import TABLES
@@ -354,10 +359,13 @@ def _delta(want: Picture, got: Picture) -> str:
     return f"missing {missing}, extra {extra}, differ {differ}"
 
 
-def run_harness(kills: int, seed: int, files: int, work: Path | None = None) -> Report:
+def run_harness(
+    kills: int, seed: int, files: int, work: Path | None = None, verbose: bool = False
+) -> Report:
     """Kill until ``kills`` operations were really cut off; return the report."""
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         harness = Harness(Path(tmp), files, seed)
+        harness.verbose = verbose
         harness.calibrate()
         order = list(OPERATIONS)
         i = 0
@@ -384,7 +392,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()
     start = time.monotonic()
-    report = run_harness(args.kills, args.seed, args.files, args.work)
+    report = run_harness(args.kills, args.seed, args.files, args.work, verbose=True)
     print(f"kills: {report.kills}")
     print(f"kills by operation: {json.dumps(report.by_operation, sort_keys=True)}")
     print(f"runs that finished before their kill: {report.finished_before_kill}")
