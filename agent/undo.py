@@ -81,6 +81,11 @@ class NotRecordedYet(EarshotError):
         self.seq = seq
 
 
+#: Why undo keeps a created path it cannot prove a call made: final, no retry
+#: (not even --force) would delete it.
+NOT_BY_A_CALL = "not made by a call of this session; kept"
+
+
 @dataclass(slots=True)
 class Impact:
     """What an undo or redo did (or, with dry run, would do)."""
@@ -198,9 +203,10 @@ def _marks(
             out: dict[int, dict[str, Any]] = {t: {"undone_by": None} for t in undone.targets}
             out[undone.seq] = {"redone_by": seq}
             return out
-        # A batch with a path left in conflict (or kept) is not undone yet: a
-        # retry, e.g. with --force, must still find it.
-        left = set(impact.conflicts) | {p for p, _ in impact.kept}
+        # A batch with a path left in conflict (or kept by a failed write) is
+        # not undone yet: a retry, e.g. with --force, must still find it. A path
+        # kept as not made by a call stays kept whatever is retried.
+        left = set(impact.conflicts) | {p for p, why in impact.kept if why != NOT_BY_A_CALL}
         return {
             t: {"undone_by": seq}
             for t in rev.targets
@@ -425,7 +431,7 @@ class Reverter:
                     continue
                 if step.restore_to is None:
                     if not step.by_call and rev.deletions_need_call:
-                        impact.kept.append((step.path, "not made by a call of this session; kept"))
+                        impact.kept.append((step.path, NOT_BY_A_CALL))
                     elif current != step.expect:
                         impact.conflicts.append(step.path)
                     elif current is not None:
