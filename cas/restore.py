@@ -261,6 +261,58 @@ def still_is(handles: DirHandles, rel: str, entry: TreeEntry) -> bool:
     return stat.S_ISDIR(st.st_mode) if entry.kind is Kind.DIR else False
 
 
+#: Runs of zeros covering whole blocks of this size (at file offsets that are
+#: multiples of it) are skipped over, not written: they read back as zeros and
+#: take no space, so a sparse file is restored sparse (4 KiB: the block size of
+#: ext4, xfs and btrfs; a smaller block size only leaves some zeros written).
+HOLE_BLOCK = 4096
+_ZERO_BLOCK = bytes(HOLE_BLOCK)
+
+
+def _pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+
+
+def write_sparse(fd: int, piece: bytes, offset: int) -> None:
+    """Write ``piece`` at ``offset`` of a new file, leaving its zero blocks as holes.
+
+    The caller sets the file's size at the end (``ftruncate``): a hole at the
+    end writes nothing. As ``cp --sparse=always``: a file that had zeros
+    written out is restored with holes there, the same bytes in less space.
+    """
+    size = len(piece)
+    if size < HOLE_BLOCK or _ZERO_BLOCK not in piece:  # the common case, one C search
+        _pwrite_all(fd, piece, offset)
+        return
+    view = memoryview(piece)
+    pending = 0  # start of the data not written yet
+    pos = -offset % HOLE_BLOCK  # the first block boundary inside the piece
+    while pos + HOLE_BLOCK <= size:
+        found = piece.find(_ZERO_BLOCK, pos)
+        if found < 0:
+            break
+        # No block boundary between pos and found starts a zero block (find
+        # would have stopped there), so the first candidate is found rounded up.
+        start = found + (-(offset + found) % HOLE_BLOCK)
+        if start + HOLE_BLOCK > size:
+            break
+        if not piece.startswith(_ZERO_BLOCK, start):
+            pos = start + HOLE_BLOCK
+            continue
+        end = start + HOLE_BLOCK
+        while end + HOLE_BLOCK <= size and piece.startswith(_ZERO_BLOCK, end):
+            end += HOLE_BLOCK
+        if pending < start:
+            _pwrite_all(fd, view[pending:start], offset + pending)
+        pending = pos = end
+    if pending < size:
+        _pwrite_all(fd, view[pending:], offset + pending)
+
+
 class Applier:
     """Carries out a plan under one root."""
 
@@ -378,13 +430,13 @@ class Applier:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         out = os.open(temp, flags, 0o600, dir_fd=dir_fd)
         hasher = blake3.blake3()
+        offset = 0
         try:
             for piece in self.reader.iter_blob(entry.digest):
                 hasher.update(piece)
-                view = memoryview(piece)
-                while view:
-                    written = os.write(out, view)
-                    view = view[written:]
+                write_sparse(out, piece, offset)
+                offset += len(piece)
+            os.ftruncate(out, offset)  # a trailing hole sets the size
             os.fchmod(out, entry.mode)
         finally:
             os.close(out)

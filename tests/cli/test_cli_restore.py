@@ -7,6 +7,8 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 if TYPE_CHECKING:
     from conftest import Earshot
 
@@ -163,3 +165,28 @@ def test_interrupted_restore_is_reported_and_cleaned_by_the_next_restore(es: Ear
     assert not leftover.exists()
     assert not (store / "restore.journal").exists()
     assert "interrupted" not in es.run("snapshots").stderr
+
+
+def test_restore_of_a_100_mib_sparse_file_keeps_its_holes(es: Earshot) -> None:
+    path = es.root / "disk.img"
+    size = 100 << 20
+    with open(path, "wb") as f:
+        f.truncate(size)
+        for offset, data in ((0, b"head"), (50 << 20, b"middle"), (size - 4, b"tail")):
+            f.seek(offset)
+            f.write(data)
+    if path.stat().st_blocks * 512 >= 1 << 20:
+        pytest.skip("this file system does not keep holes")
+    env = es.env(EARSHOT_MAX_FILE_SIZE="200M")
+    snap = es.json("snapshot", env=env)["id"]
+    path.unlink()
+    es.run("restore", snap, env=env)
+    st = path.stat()
+    assert st.st_size == size
+    assert st.st_blocks * 512 < 1 << 20, f"{st.st_blocks * 512} bytes allocated"
+    with open(path, "rb") as f:
+        assert f.read(4) == b"head"
+        f.seek(50 << 20)
+        assert f.read(6) == b"middle"
+        f.seek(size - 4)
+        assert f.read() == b"tail"
