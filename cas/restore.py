@@ -30,11 +30,16 @@ from .digest import Digest, blob_digest
 from .errors import EarshotError
 from .objects import CorruptObject, ObjectReader
 from .scan import TEMP_PREFIX
-from .tree import Kind, TreeEntry
+from .tree import Kind, TreeEntry, Unrecorded
 
 DeleteRule = Callable[[str, TreeEntry], bool]
 
 _UNRECORDED = "too large, unreadable or special"
+_WHY = {
+    Unrecorded.TOO_LARGE: "too large",
+    Unrecorded.UNREADABLE: "unreadable",
+    Unrecorded.SPECIAL: "a special file or file system",
+}
 
 
 def keep_everything(path: str, entry: TreeEntry) -> bool:
@@ -121,9 +126,8 @@ class _Planner:
                 plan.skipped.append((path, "its content was not recorded; cannot restore it"))
             return True
         if cur is not None and cur.kind is Kind.UNRECORDED:
-            plan.skipped.append(
-                (path, "not recorded on disk (too large or unreadable); left alone")
-            )
+            why = _WHY[cur.reason] if cur.reason is not None else "not recorded"
+            plan.skipped.append((path, f"not recorded on disk ({why}); left alone"))
             return True
         if tgt.kind is Kind.DIR:
             if cur is None or cur.kind is not Kind.DIR:

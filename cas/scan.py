@@ -26,6 +26,7 @@ from pathlib import Path
 from .digest import Digest, blob_digest
 from .errors import EarshotError
 from .ignore import IgnoreRules
+from .mounts import MountTable
 from .objects import ObjectWriter
 from .statcache import SMUDGED, DirRecord, EntryKey, load_record, store_record
 from .tree import Kind, TreeEntry, Unrecorded
@@ -93,6 +94,8 @@ class ScanReport:
     files_read: int = 0
     bytes_read: int = 0
     unrecorded: list[tuple[str, Unrecorded]] = field(default_factory=list)
+    #: (path, reason) of what was not walked at all: special file systems.
+    skipped: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -123,6 +126,13 @@ class Scanner:
         self.report = ScanReport()
         self.trust_before_ns = 0
         self._seen = 0
+        self.mounts = MountTable()
+        #: The device of the directory being listed: a subdirectory on another
+        #: one is a mount point, and only then is its file system looked up.
+        try:
+            self._dev: int | None = os.lstat(self.root).st_dev
+        except OSError:
+            self._dev = None
 
     # -- the whole root -------------------------------------------------
 
@@ -275,12 +285,22 @@ class Scanner:
         mode = st.st_mode
         perm = stat.S_IMODE(mode)
         if stat.S_ISDIR(mode):
+            outer = self._dev
+            if st.st_dev != outer:
+                special = self.mounts.special_type(path)
+                if special is not None:
+                    # Kept in the tree as unrecorded: a restore never writes into it.
+                    self.report.skipped.append((rel, f"special file system ({special})"))
+                    return (_UNRECORDED, perm, 0, 0, 0, 0, None, int(Unrecorded.SPECIAL))
+            self._dev = st.st_dev
             try:
                 digest = self.scan_dir(path, rel, rules, dir_mtime=st.st_mtime_ns)
             except PermissionError:
                 return self._unrecorded(rel, perm, 0, Unrecorded.UNREADABLE)
             except (FileNotFoundError, NotADirectoryError):
                 return None
+            finally:
+                self._dev = outer
             return (_DIR, perm, 0, 0, 0, 0, digest, 0)
         if stat.S_ISLNK(mode):
             return self._symlink(path, rel, st, perm)

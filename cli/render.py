@@ -67,6 +67,7 @@ def recorded(rec: Recorded, seconds: float) -> tuple[dict[str, Any], str]:
         files_read=rec.report.files_read,
         bytes_read=rec.report.bytes_read,
         unrecorded_paths=[{"path": p, "reason": r.name.lower()} for p, r in rec.report.unrecorded],
+        skipped=[{"path": p, "reason": r} for p, r in rec.report.skipped],
         warnings=rec.report.warnings,
         seconds=round(seconds, 4),
     )
@@ -82,6 +83,8 @@ def recorded(rec: Recorded, seconds: float) -> tuple[dict[str, Any], str]:
         )
     for path, reason in rec.report.unrecorded:
         lines.append(f"  not recorded ({reason.name.lower().replace('_', ' ')}): {path}")
+    for path, why in rec.report.skipped:
+        lines.append(f"  skipped {path}: {why}")
     for warning in rec.report.warnings:
         lines.append(f"  warning: {warning}")
     return doc, "\n".join(lines)
