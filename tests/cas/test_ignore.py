@@ -217,10 +217,14 @@ def test_info_exclude_is_read_when_dot_git_is_a_directory(repo: FakeFilesystem) 
     assert ignored("secret")
 
 
-def test_info_exclude_is_skipped_when_dot_git_is_a_file(fs: FakeFilesystem) -> None:
-    write(fs, ".git", "gitdir: /elsewhere\n")
-    fs.create_file("/elsewhere/info/exclude", contents="secret\n")
-    assert not ignored("secret")
+def test_info_exclude_of_a_gitfile_is_read_from_the_repository_it_names(
+    fs: FakeFilesystem,
+) -> None:
+    # A linked worktree: .git names its git dir, whose commondir names the repository.
+    write(fs, ".git", "gitdir: /main/.git/worktrees/wt\n")
+    fs.create_file("/main/.git/worktrees/wt/commondir", contents="../..\n")
+    fs.create_file("/main/.git/info/exclude", contents="secret\n")
+    assert ignored("secret")
 
 
 def test_info_exclude_has_the_lowest_priority(repo: FakeFilesystem) -> None:
