@@ -30,8 +30,8 @@ from pathspec.patterns.gitignore.basic import GitIgnoreBasicPattern
 from .gitindex import NO_INDEX, GitIndex, PathsCache
 from .gitrepo import GIT, GitRepo, enclosing_repo, repo_at
 
-# At one level, in ascending priority.
-_LEVEL_FILES: Final = (".gitignore", ".earshotignore")
+#: The ignore files of one level, in ascending priority.
+LEVEL_FILES: Final = (".gitignore", ".earshotignore")
 # git also drops ignore files above 100 MiB rather than load them.
 _MAX_SIZE: Final = 100 * 1024 * 1024
 # Bumped whenever matching changes, so fingerprints taken by older code go stale.
@@ -242,8 +242,24 @@ class IgnoreRules:
                 sources.append(("info/exclude", _read(repo.exclude_path, follow=True)))
         index = GitIndex(repo, inside=inside.replace(os.sep, "/"), cache=cache, live=live)
         base = cls((), blake3.blake3(_SALT).digest(), index)
-        sources += [(n, _read(os.path.join(root, n), follow=False)) for n in _LEVEL_FILES]
+        sources += [(n, _read(os.path.join(root, n), follow=False)) for n in LEVEL_FILES]
         return base._extend("", sources)
+
+    @classmethod
+    def for_recorded_root(
+        cls, root: str | None, sources: Iterable[tuple[str, bytes | None]]
+    ) -> IgnoreRules:
+        """The rules of a recorded root: its ignore files' bytes as recorded.
+
+        ``.git`` is never recorded, so ``root`` (when given) is where its
+        ``info/exclude`` is read, as it is on disk now. No index: these rules
+        judge paths a recorded state lacks, which no index vouches for.
+        """
+        exclude: list[tuple[str, bytes | None]] = []
+        repo = enclosing_repo(root) if root is not None else None
+        if repo is not None and repo.top == root:
+            exclude.append(("info/exclude", _read(repo.exclude_path, follow=True)))
+        return cls((), blake3.blake3(_SALT).digest())._extend("", [*exclude, *sources])
 
     @classmethod
     def for_path(cls, root: str, rel_path: str) -> IgnoreRules:
@@ -274,10 +290,10 @@ class IgnoreRules:
             repo = repo_at(abs_dir)
             if repo is not None:
                 return self._nested(rel_dir, abs_dir, repo)
-        if self._everything or (names is not None and not any(n in names for n in _LEVEL_FILES)):
+        if self._everything or (names is not None and not any(n in names for n in LEVEL_FILES)):
             return self
         return self._extend(
-            rel_dir, [(n, _read(os.path.join(abs_dir, n), follow=False)) for n in _LEVEL_FILES]
+            rel_dir, [(n, _read(os.path.join(abs_dir, n), follow=False)) for n in LEVEL_FILES]
         )
 
     def descend_with(
@@ -314,7 +330,7 @@ class IgnoreRules:
         index = GitIndex(repo, at=rel_dir, cache=cache, live=live)
         base = IgnoreRules(own, digest.digest(), index)
         if sources is None:
-            sources = [(n, _read(os.path.join(abs_dir, n), follow=False)) for n in _LEVEL_FILES]
+            sources = [(n, _read(os.path.join(abs_dir, n), follow=False)) for n in LEVEL_FILES]
         return base._extend(
             rel_dir, [("info/exclude", _read(repo.exclude_path, follow=True)), *sources]
         )

@@ -385,12 +385,14 @@ class Project:
         if dry_run:
             current = self.current_tree(progress)
             with self.store.reader() as reader:
-                plan = plan_restore(reader, current, target_snap.tree, may_delete)
+                plan = plan_restore(reader, current, target_snap.tree, may_delete, str(self.root))
             return Restored(plan, None, None)
         self.journal.clear(str(self.root))
         before = self.snapshot(note or f"before restore to {short(target)}", progress=progress)
         with self.store.reader() as reader:
-            plan = plan_restore(reader, before.snapshot.tree, target_snap.tree, may_delete)
+            plan = plan_restore(
+                reader, before.snapshot.tree, target_snap.tree, may_delete, str(self.root)
+            )
             if plan.empty:
                 return Restored(plan, RestoreResult(), before)
             tag = uuid.uuid4().hex[:12]

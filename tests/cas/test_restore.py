@@ -130,6 +130,39 @@ def test_plan_deletes_extra_paths_and_directories_when_the_rule_allows(store: Ob
     assert result.skipped == []
 
 
+def test_plan_keeps_extra_paths_the_targets_own_ignore_files_ignore_whatever_the_rule(
+    store: ObjectStore,
+) -> None:
+    asked: list[str] = []
+
+    def rule(path: str, entry: TreeEntry) -> bool:
+        asked.append(path)
+        return True
+
+    result = plan(
+        store,
+        {
+            ".gitignore": b"",
+            "secret.env": b"s",
+            "extra": b"e",
+            "build": {"out.o": b"o"},
+            "sub": {".gitignore": b"", "x.tmp": b"t", "keep": b"k"},
+            "lib": {"vendored.c": b"v", "new.c": b"n"},
+        },
+        {
+            ".gitignore": b"secret.env\nbuild/\nlib/\n",
+            "sub": {".gitignore": b"*.tmp\n", "keep": b"k"},
+            "lib": {"vendored.c": b"v"},  # tracked below an ignored directory
+        },
+        rule,
+    )
+    assert paths(result.deletes) == ["extra"]
+    assert asked == ["extra"]
+    kept = dict(result.skipped)
+    assert set(kept) == {"secret.env", "build", "sub/x.tmp", "lib/new.c"}
+    assert set(kept.values()) == {"ignored by the snapshot's rules; kept"}
+
+
 def test_plan_asks_the_rule_about_each_extra_path_and_keeps_a_directory_with_kept_content(
     store: ObjectStore,
 ) -> None:

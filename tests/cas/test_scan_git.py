@@ -21,6 +21,7 @@ from earshot.cas import gitindex
 from earshot.cas.diff import diff_trees
 from earshot.cas.digest import Digest
 from earshot.cas.project import Project
+from earshot.cas.restore import delete_everything
 from earshot.cas.scan import RACY_INDEX, ScanOptions
 from earshot.cas.statcache import load_record
 from earshot.cas.tree import Kind
@@ -204,6 +205,24 @@ def test_a_nested_repository_is_recorded_and_judged_by_its_own_rules_and_index(
         "vendor/dep/debug.log",
         "vendor/dep/blob.o",
     }
+
+
+def test_restore_force_judges_a_nested_repositorys_extras_by_its_own_rules(
+    repo: Path, project: Project, git: Git
+) -> None:
+    put(repo, ".gitignore", "*.tmp\n")
+    dep = repo / "vendor" / "dep"
+    dep.mkdir(parents=True)
+    git(dep, "init", "-q")
+    put(dep, ".gitignore", "*.o\n")
+    put(dep, "main.c")
+    before = project.snapshot()
+    put(dep, "x.tmp")  # the outer *.tmp does not reach into dep: recorded, and extra
+    put(dep, "y.o")
+    put(repo, "top.tmp")
+    project.restore(before.digest, may_delete=delete_everything)
+    assert not (dep / "x.tmp").exists()
+    assert (dep / "y.o").exists() and (repo / "top.tmp").exists()
 
 
 # -- reading the index: cost, formats, refusals ------------------------------------------------
