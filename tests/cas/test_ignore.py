@@ -304,6 +304,14 @@ def test_for_path_reads_only_the_ancestors_of_the_path(repo: FakeFilesystem) -> 
     assert not rules.is_ignored("a/b/y", False)
 
 
+def test_for_path_below_an_ignored_directory_ignores_everything(repo: FakeFilesystem) -> None:
+    write(repo, ".gitignore", "build/\n")
+    write(repo, "build/x/.gitignore", "!keep\n")  # cannot re-include below an excluded dir
+    rules = IgnoreRules.for_path(ROOT, "build/x/keep")
+    assert rules.is_ignored("build/x/keep", False)
+    assert not IgnoreRules.for_path(ROOT, "src/keep").is_ignored("src/keep", False)
+
+
 def test_for_path_of_a_top_level_entry_is_the_root_rules(repo: FakeFilesystem) -> None:
     write(repo, ".gitignore", "x\n")
     rules = IgnoreRules.for_path(ROOT, "x")

@@ -96,6 +96,8 @@ def test_scan_records_tracked_files_under_an_ignored_directory_and_nothing_else_
     assert files(project) == {".gitignore", "build/keep/config.h"}  # from the stat cache
     put(repo, "build/keep/new.o")
     assert files(project) == {".gitignore", "build/keep/config.h"}
+    put(repo, "top.txt")  # the root listed again, its cached names trusted
+    assert files(project) == {".gitignore", "build/keep/config.h", "top.txt"}
 
 
 def test_scan_of_a_subdirectory_root_records_what_the_index_tracks_below_it(
@@ -197,9 +199,14 @@ def test_a_nested_repository_is_recorded_and_judged_by_its_own_rules_and_index(
     put(dep, "lib.o")
     put(dep, "blob.o")
     git(dep, "add", "-f", "blob.o")
+    put(dep, ".git/info/exclude", "*.secret\n")
+    put(dep, "key.secret")
+    put(repo, ".earshotignore", "*.bak\n")  # earshot's own rules reach across
+    put(dep, "main.c.bak")
     put(repo, "top.log")
     assert files(project) == {
         ".gitignore",
+        ".earshotignore",
         "vendor/dep/.gitignore",
         "vendor/dep/main.c",
         "vendor/dep/debug.log",
