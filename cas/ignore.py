@@ -6,9 +6,14 @@ down, that level's ``.gitignore`` and then its ``.earshotignore``. The last patt
 in the chain that matches an entry decides whether it is ignored, so a deeper file
 overrides a shallower one and ``.earshotignore`` overrides ``.gitignore`` beside it.
 
-The scanner never descends into an ignored directory, so git's rule that a file
-cannot be re-included when a parent directory is excluded holds by construction
-and is not modelled here. Matching is on bytes, as in git. A ``.gitignore`` that
+git applies no pattern to a path in its index: the rules also carry the
+index of the work tree they belong to (:meth:`IgnoreRules.excludes` = ignored
+and not tracked). The scanner descends into an ignored directory only for the
+tracked paths in it, with rules that ignore everything else
+(:meth:`IgnoreRules.below_ignored`: git cannot re-include a file whose parent
+directory is excluded). A nested repository (a directory holding ``.git``)
+starts its own chain: its ``info/exclude``, its ignore files, its index; only
+``.earshotignore`` patterns reach into it. Matching is on bytes, as in git. A ``.gitignore`` that
 is a symlink is not followed (git >= 2.32). Left out on purpose:
 ``core.excludesFile`` (per user: snapshots would depend on who took them),
 ``core.ignoreCase``, POSIX classes such as ``[[:digit:]]``, a ``[...]`` holding a
