@@ -1,8 +1,10 @@
 """Which directories the watcher watches: those the scan would record, one watch each.
 
 Never ``.git`` (at any depth), directories the ignore rules exclude (such as
-``node_modules``), or earshot's own data dir when it lies inside the root:
-the same decisions as ``cas.scan``, with the same ``IgnoreRules`` chain. Each
+``node_modules``; an ignored directory holding paths git's index tracks is
+watched, as the scan records them), or earshot's own data dir when it lies
+inside the root: the same decisions as ``cas.scan``, with the same
+``IgnoreRules`` chain. Each
 directory gets a non-recursive inotify watch through watchdog's ``InotifyFD``.
 """
 
@@ -154,10 +156,12 @@ class WatchTree:
         is the root). Without ``relist``, a directory watched already is not
         listed again: whatever appeared in it since has its own event.
         """
+        if parent is not None and parent.is_ignored(rel, True):
+            parent = parent.below_ignored()  # kept only for what the index tracks in it
         stack = [(path, rel, parent)]
         while stack:
             path, rel, parent = stack.pop()
-            rules = IgnoreRules.for_root(self.root) if parent is None else parent
+            rules = IgnoreRules.for_root(self.root, live=True) if parent is None else parent
             # Watch before listing: what appears in between is both listed and reported.
             watched = self.watch(path, rel, rules)
             if watched is None:
@@ -183,12 +187,13 @@ class WatchTree:
                 except OSError:
                     continue
                 sub = join(rel, entry.name)
-                if rules.is_ignored(sub, True) or entry.path in self.exclude:
+                if rules.excludes(sub, True) or entry.path in self.exclude:
                     self.ignored += 1
                     if sub in self.by_rel:
                         self.unwatch(sub)  # ignored since it was watched
                     continue
-                stack.append((entry.path, sub, rules))
+                ignored = rules.is_ignored(sub, True)
+                stack.append((entry.path, sub, rules.below_ignored() if ignored else rules))
 
     def rewalk(self, rel: str) -> None:
         """Re-decide a watched directory and what is below it (its rules changed)."""

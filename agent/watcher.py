@@ -298,7 +298,7 @@ class Watcher:
         name = os.fsdecode(event.name)
         rel = join(here.rel, name)
         is_dir = bool(mask & _C.IN_ISDIR)
-        if skipped(name) or here.rules.is_ignored(rel, is_dir):
+        if skipped(name) or here.rules.excludes(rel, is_dir):
             return
         if is_dir:
             path = os.path.join(self.root, rel)

@@ -6,9 +6,14 @@ down, that level's ``.gitignore`` and then its ``.earshotignore``. The last patt
 in the chain that matches an entry decides whether it is ignored, so a deeper file
 overrides a shallower one and ``.earshotignore`` overrides ``.gitignore`` beside it.
 
-The scanner never descends into an ignored directory, so git's rule that a file
-cannot be re-included when a parent directory is excluded holds by construction
-and is not modelled here. Matching is on bytes, as in git. A ``.gitignore`` that
+git applies no pattern to a path in its index: the rules also carry the
+index of the work tree they belong to (:meth:`IgnoreRules.excludes` = ignored
+and not tracked). The scanner descends into an ignored directory only for the
+tracked paths in it, with rules that ignore everything else
+(:meth:`IgnoreRules.below_ignored`: git cannot re-include a file whose parent
+directory is excluded). A nested repository (a directory holding ``.git``)
+starts its own chain: its ``info/exclude``, its ignore files, its index; only
+``.earshotignore`` patterns reach into it. Matching is on bytes, as in git. A ``.gitignore`` that
 is a symlink is not followed (git >= 2.32). Left out on purpose:
 ``core.excludesFile`` (per user: snapshots would depend on who took them),
 ``core.ignoreCase``, POSIX classes such as ``[[:digit:]]``, a ``[...]`` holding a
@@ -27,12 +32,15 @@ from typing import Final, NamedTuple
 import blake3
 from pathspec.patterns.gitignore.basic import GitIgnoreBasicPattern
 
-# At one level, in ascending priority.
-_LEVEL_FILES: Final = (".gitignore", ".earshotignore")
+from .gitindex import NO_INDEX, GitIndex, PathsCache
+from .gitrepo import GIT, GitRepo, enclosing_repo, repo_at
+
+#: The ignore files of one level, in ascending priority.
+LEVEL_FILES: Final = (".gitignore", ".earshotignore")
 # git also drops ignore files above 100 MiB rather than load them.
 _MAX_SIZE: Final = 100 * 1024 * 1024
 # Bumped whenever matching changes, so fingerprints taken by older code go stale.
-_SALT: Final = b"earshot.ignore/1"
+_SALT: Final = b"earshot.ignore/2"
 
 _ESCAPE: Final = re.compile(r"\\(.)", re.DOTALL)
 _STAR: Final = "[^/]*"  # a "*" as pathspec translates it
@@ -44,6 +52,7 @@ class _Pattern(NamedTuple):
     negated: bool
     dir_only: bool
     on_name: bool  # matched against the entry's name, else its root-relative path
+    own: bool = False  # from an .earshotignore: it also reaches into nested repositories
 
 
 def _glob(segment: str) -> str:
@@ -60,7 +69,7 @@ def _trim(line: str) -> str:
     return kept
 
 
-def _compile(line: str, prefix: str) -> _Pattern | None:
+def _compile(line: str, prefix: str, own: bool = False) -> _Pattern | None:
     """One gitignore line as a regex; None for blanks, comments and invalid patterns."""
     if line.endswith("\r"):
         line = line[:-1]  # git reads CRLF files too
@@ -100,7 +109,7 @@ def _compile(line: str, prefix: str) -> _Pattern | None:
         re.compile(regex)
     except (ValueError, re.error):
         return None  # a dangling "\", an unclosed "[", a bad range: git matches nothing
-    return _Pattern(regex, negated, dir_only, on_name)
+    return _Pattern(regex, negated, dir_only, on_name, own)
 
 
 def _bytewise(name: str) -> str:
@@ -114,10 +123,10 @@ def _bytewise(name: str) -> str:
     return raw.decode("latin-1")
 
 
-def _parse(data: bytes, prefix: str) -> list[_Pattern]:
+def _parse(data: bytes, prefix: str, own: bool = False) -> list[_Pattern]:
     # Patterns stay bytes, as latin-1 chars (see _bytewise); git skips a UTF-8 BOM.
     text = data.removeprefix(b"\xef\xbb\xbf").decode("latin-1")
-    return [p for line in text.split("\n") if (p := _compile(line, prefix)) is not None]
+    return [p for line in text.split("\n") if (p := _compile(line, prefix, own)) is not None]
 
 
 def _read(path: str, follow: bool) -> bytes | None:
@@ -173,21 +182,36 @@ def _never(text: str) -> int:
 
 # (name check, name rank, path check, path rank); see IgnoreRules.is_ignored.
 _Kind = tuple[_Match | None, Callable[[str], int], _Match | None, Callable[[str], int]]
+_NOTHING: Final[tuple[_Kind, _Kind]] = ((None, _never, None, _never),) * 2
 
 
 class IgnoreRules:
-    """Immutable: the ignore patterns that apply inside one directory of the root."""
+    """Immutable: the ignore patterns that apply inside one directory of the root.
 
-    __slots__ = ("_fingerprint", "_kinds", "_patterns")
+    Also the git index of the work tree that directory belongs to (``index``):
+    git applies no pattern to a path in its index, so neither does
+    :meth:`excludes`.
+    """
 
-    def __init__(self, patterns: tuple[_Pattern, ...], fingerprint: bytes) -> None:
+    __slots__ = ("_below", "_everything", "_fingerprint", "_kinds", "_patterns", "index")
+
+    def __init__(
+        self,
+        patterns: tuple[_Pattern, ...],
+        fingerprint: bytes,
+        index: GitIndex | None = None,
+        everything: bool = False,
+    ) -> None:
         self._patterns = patterns
         self._fingerprint = fingerprint
+        self.index = index
+        self._everything = everything
+        self._below: IgnoreRules | None = None
         # A pattern's rank is 2 * (chain position + 1), plus 1 if it ignores: the
         # highest rank that matches decides, and rank & 1 is the verdict.
         ranked = [(2 * i + 2 + (not p.negated), p) for i, p in enumerate(patterns)]
         kinds: list[_Kind] = []
-        for is_dir in (False, True):
+        for is_dir in (False, True) if not everything else ():
             usable = [(r, p) for r, p in ranked if is_dir or not p.dir_only]
             by_name = [(r, p) for r, p in usable if p.on_name]
             by_path = [(r, p) for r, p in usable if not p.on_name]
@@ -201,30 +225,61 @@ class IgnoreRules:
                     paths.rank if paths else _never,
                 )
             )
-        self._kinds = (kinds[0], kinds[1])
+        self._kinds = (kinds[0], kinds[1]) if kinds else _NOTHING
 
     @classmethod
-    def for_root(cls, root: str) -> IgnoreRules:
-        """The root's rules: .git/info/exclude, .gitignore, .earshotignore."""
-        base = cls((), blake3.blake3(_SALT).digest())
+    def for_root(
+        cls, root: str, cache: PathsCache | None = None, live: bool = False
+    ) -> IgnoreRules:
+        """The root's rules: .git/info/exclude, .gitignore, .earshotignore, and its index.
+
+        The index is that of the work tree holding the root, which may be the
+        root or a parent of it (then only the paths below the root count);
+        ``cache`` keeps what is read of it, and of nested repositories' indexes.
+        ``live``: rules kept for long (a watcher's) follow index changes.
+        """
+        repo = enclosing_repo(root)
         sources: list[tuple[str, bytes | None]] = []
-        git_dir = os.path.join(root, ".git")
-        if os.path.isdir(git_dir):
-            exclude = os.path.join(git_dir, "info", "exclude")
-            sources.append(("info/exclude", _read(exclude, follow=True)))
-        sources += [(n, _read(os.path.join(root, n), follow=False)) for n in _LEVEL_FILES]
+        inside = ""
+        if repo is not None:
+            inside = "" if repo.top == root else os.path.relpath(root, repo.top)
+            if not inside:  # the exclude file's patterns are relative to the top
+                sources.append(("info/exclude", _read(repo.exclude_path, follow=True)))
+        index = GitIndex(repo, inside=inside.replace(os.sep, "/"), cache=cache, live=live)
+        base = cls((), blake3.blake3(_SALT).digest(), index)
+        sources += [(n, _read(os.path.join(root, n), follow=False)) for n in LEVEL_FILES]
         return base._extend("", sources)
+
+    @classmethod
+    def for_recorded_root(
+        cls, root: str | None, sources: Iterable[tuple[str, bytes | None]]
+    ) -> IgnoreRules:
+        """The rules of a recorded root: its ignore files' bytes as recorded.
+
+        ``.git`` is never recorded, so ``root`` (when given) is where its
+        ``info/exclude`` is read, as it is on disk now. No index: these rules
+        judge paths a recorded state lacks, which no index vouches for.
+        """
+        exclude: list[tuple[str, bytes | None]] = []
+        repo = enclosing_repo(root) if root is not None else None
+        if repo is not None and repo.top == root:
+            exclude.append(("info/exclude", _read(repo.exclude_path, follow=True)))
+        return cls((), blake3.blake3(_SALT).digest())._extend("", [*exclude, *sources])
 
     @classmethod
     def for_path(cls, root: str, rel_path: str) -> IgnoreRules:
         """The rules for the directory holding rel_path, reading only its ancestors.
 
-        Whether an ancestor directory is itself ignored is not checked here.
+        An ancestor the rules ignore gives rules that ignore everything below
+        it (only what the index tracks is kept), as a scan would.
         """
         rules = cls.for_root(root)
         parts = rel_path.strip("/").split("/")[:-1]
         for i in range(1, len(parts) + 1):
-            rules = rules.descend("/".join(parts[:i]), os.path.join(root, *parts[:i]))
+            rel = "/".join(parts[:i])
+            if rules.is_ignored(rel, True):
+                rules = rules.below_ignored()
+            rules = rules.descend(rel, os.path.join(root, *parts[:i]))
         return rules
 
     def descend(
@@ -233,13 +288,70 @@ class IgnoreRules:
         """The rules for subdirectory rel_dir; self when it has no ignore file.
 
         With ``names`` (the directory's listing) nothing is read unless an ignore
-        file is listed.
+        file, or a ``.git`` (a nested repository), is listed.
         """
-        if names is not None and not any(n in names for n in _LEVEL_FILES):
+        nested = GIT in names if names is not None else os.path.lexists(os.path.join(abs_dir, GIT))
+        if nested:
+            repo = repo_at(abs_dir)
+            if repo is not None:
+                return self._nested(rel_dir, abs_dir, repo)
+        if self._everything or (names is not None and not any(n in names for n in LEVEL_FILES)):
             return self
         return self._extend(
-            rel_dir, [(n, _read(os.path.join(abs_dir, n), follow=False)) for n in _LEVEL_FILES]
+            rel_dir, [(n, _read(os.path.join(abs_dir, n), follow=False)) for n in LEVEL_FILES]
         )
+
+    def descend_with(
+        self, rel_dir: str, sources: Iterable[tuple[str, bytes | None]], abs_dir: str | None = None
+    ) -> IgnoreRules:
+        """The rules for subdirectory rel_dir, given its ignore files' bytes (None: absent).
+
+        For rules read from a recorded tree rather than the disk; ``abs_dir``,
+        when given, is where to look for a ``.git`` (never recorded).
+        """
+        if abs_dir is not None and os.path.lexists(os.path.join(abs_dir, GIT)):
+            repo = repo_at(abs_dir)
+            if repo is not None:
+                return self._nested(rel_dir, abs_dir, repo, sources)
+        return self if self._everything else self._extend(rel_dir, sources)
+
+    def _nested(
+        self,
+        rel_dir: str,
+        abs_dir: str,
+        repo: GitRepo,
+        sources: Iterable[tuple[str, bytes | None]] | None = None,
+    ) -> IgnoreRules:
+        """A nested repository: its own exclude file, ignore files and index from here down.
+
+        git shows a nested repository as one entry and judges nothing inside
+        it; the repository itself judges its files. Only .earshotignore
+        patterns, earshot's own, reach across.
+        """
+        own = tuple(p for p in self._patterns if p.own)
+        digest = blake3.blake3(self._fingerprint)
+        digest.update(_frame(b"repository:" + os.fsencode(rel_dir)))
+        cache, live = (self.index.cache, self.index.live) if self.index else (None, False)
+        index = GitIndex(repo, at=rel_dir, cache=cache, live=live)
+        base = IgnoreRules(own, digest.digest(), index)
+        if sources is None:
+            sources = [(n, _read(os.path.join(abs_dir, n), follow=False)) for n in LEVEL_FILES]
+        return base._extend(
+            rel_dir, [("info/exclude", _read(repo.exclude_path, follow=True)), *sources]
+        )
+
+    def below_ignored(self) -> IgnoreRules:
+        """The rules inside an ignored directory that holds tracked paths: all is ignored.
+
+        git cannot re-include a file whose parent directory is excluded; a
+        scan descends into one only for what the index tracks there.
+        """
+        if self._everything:
+            return self
+        if self._below is None:
+            digest = blake3.blake3(self._fingerprint + b"below an ignored directory").digest()
+            self._below = IgnoreRules(self._patterns, digest, self.index, everything=True)
+        return self._below
 
     def _extend(self, rel_dir: str, sources: Iterable[tuple[str, bytes | None]]) -> IgnoreRules:
         present = [(name, data) for name, data in sources if data is not None]
@@ -251,14 +363,17 @@ class IgnoreRules:
         patterns = list(self._patterns)
         for name, data in present:
             digest.update(_frame(name.encode()) + _frame(data))
-            patterns += _parse(data, prefix)
-        return IgnoreRules(tuple(patterns), digest.digest())
+            patterns += _parse(data, prefix, own=name == ".earshotignore")
+        return IgnoreRules(tuple(patterns), digest.digest(), self.index)
 
     def is_ignored(self, rel_path: str, is_dir: bool) -> bool:
         """Whether an entry of this directory (path relative to the root) is ignored.
 
         Pass ``is_dir=False`` for a symlink, even to a directory, as git does.
+        The index is not consulted: see :meth:`excludes`.
         """
+        if self._everything:
+            return True
         if not rel_path.isascii():
             rel_path = _bytewise(rel_path)
         name_check, name_rank, path_check, path_rank = self._kinds[is_dir]
@@ -270,6 +385,18 @@ class IgnoreRules:
         if path_check is not None and path_check(rel_path) is not None:
             rank = max(rank, path_rank(rel_path))
         return bool(rank & 1)
+
+    def tracks(self, rel_path: str, is_dir: bool) -> bool:
+        """Whether the index holds the entry (a directory: holds something below it)."""
+        return self.index is not None and self.index.tracks(rel_path, is_dir)
+
+    def excludes(self, rel_path: str, is_dir: bool) -> bool:
+        """Whether a scan leaves the entry out: ignored, and not in the index."""
+        return self.is_ignored(rel_path, is_dir) and not self.tracks(rel_path, is_dir)
+
+    def index_identity(self) -> tuple[bytes, int]:
+        """The index's identity and newest time stamp (ns), as :class:`GitIndex` gives."""
+        return self.index.identity() if self.index is not None else (NO_INDEX, 0)
 
     @property
     def fingerprint(self) -> bytes:

@@ -390,7 +390,7 @@ class Project:
         if dry_run:
             current = self.current_tree(progress)
             with self.store.reader() as reader:
-                plan = plan_restore(reader, current, target_snap.tree, may_delete)
+                plan = plan_restore(reader, current, target_snap.tree, may_delete, str(self.root))
             return Restored(plan, None, None)
         before = self.snapshot(note or f"before restore to {short(target)}", progress=progress)
         return self._restore_from(target, target_snap, before, may_delete, None)
@@ -420,7 +420,9 @@ class Project:
         held: Held | None,
     ) -> Restored:
         with self.store.reader() as reader:
-            plan = plan_restore(reader, before.snapshot.tree, target_snap.tree, may_delete)
+            plan = plan_restore(
+                reader, before.snapshot.tree, target_snap.tree, may_delete, str(self.root)
+            )
             if plan.empty:
                 if held is not None:
                     self.intents.drop(held)

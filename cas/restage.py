@@ -6,6 +6,10 @@ directory is scanned whole (a watcher reports only a new directory, not what
 was created inside it). A named path under a symlink or a file on disk is
 taken at the first component that is not a real directory: that link or file
 is what the tree records.
+
+Paths are judged as a full scan judges them: the rules of each directory
+are carried down from the root (a nested repository brings its own), and
+a path the index tracks is recorded whatever the rules say.
 """
 
 from __future__ import annotations
@@ -94,16 +98,22 @@ def restage_paths(
     and bytes it read are in ``scanner.report``.
     """
     replaced = _Replaced()
-    tree = _update(scanner, base, "", _trie(paths), replaced)
+    rules = scanner.root_rules()
+    tree = _update(scanner, base, "", _trie(paths), replaced, rules)
     return tree, replaced.files, replaced.bytes
 
 
 def _update(
-    scanner: Scanner, tree: Digest | None, rel_dir: str, trie: _Trie, replaced: _Replaced
+    scanner: Scanner,
+    tree: Digest | None,
+    rel_dir: str,
+    trie: _Trie,
+    replaced: _Replaced,
+    rules: IgnoreRules,
 ) -> Digest:
+    """``tree`` (the directory ``rel_dir``) with the trie's paths re-read; ``rules``: its own."""
     reader = scanner.writer
     entries = {e.name: e for e in reader.read_tree(tree)} if tree is not None else {}
-    rules = IgnoreRules.for_path(scanner.root, join(rel_dir, "x"))
     for name, node in trie.items():
         if not name or name == ".git" or name.startswith(TEMP_PREFIX):
             continue
@@ -116,18 +126,24 @@ def _update(
             replaced.drop(scanner, entries.pop(key, None))
             continue
         is_dir = stat.S_ISDIR(st.st_mode)
-        if rules.is_ignored(rel, is_dir) or (is_dir and path in scanner.options.exclude_dirs):
+        inner = rules
+        if rules.is_ignored(rel, is_dir):
+            if not rules.tracks(rel, is_dir):
+                replaced.drop(scanner, entries.pop(key, None))
+                continue
+            inner = rules.below_ignored() if is_dir else rules
+        if is_dir and path in scanner.options.exclude_dirs:
             replaced.drop(scanner, entries.pop(key, None))
             continue
         old = entries.get(key)
         if _is_whole(node) or not is_dir or old is None or old.kind is not Kind.DIR:
             replaced.drop(scanner, old)
-            found = scanner._entry(path, rel, st, None, rules)
+            found = scanner._entry(path, rel, st, None, inner)
             if found is None:
                 entries.pop(key, None)
             else:
                 entries[key] = entry_from_key(key, found)
             continue
-        subtree = _update(scanner, old.digest, rel, node, replaced)
+        subtree = _update(scanner, old.digest, rel, node, replaced, inner.descend(rel, path))
         entries[key] = TreeEntry(key, Kind.DIR, stat.S_IMODE(st.st_mode), 0, subtree)
     return reader.put_tree(list(entries.values()))

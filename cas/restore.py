@@ -5,8 +5,11 @@ so a restore can itself be reverted) with the target, and sorts every
 difference into writes, directory creations, deletions, mode changes and
 skips. Extra paths on disk are deleted only when the caller's ``may_delete``
 rule says so (the ledger, for undo; ``--force`` for a bare restore); by
-default they are kept and reported. Unrecorded entries (too large,
-unreadable, special) are never written, overwritten or deleted.
+default they are kept and reported. Whatever the rule, an extra path the
+target state ignores is kept (its own ``.gitignore``/``.earshotignore``
+files, as recorded, and ``.git/info/exclude`` as on disk): ``git reset
+--hard`` then ``git clean`` would keep it too. Unrecorded entries (too
+large, unreadable, special) are never written, overwritten or deleted.
 
 Applying works through directory file descriptors opened one component at a
 time with O_NOFOLLOW, so no write can pass through a symlink or leave the
@@ -29,13 +32,19 @@ import blake3
 from . import faults
 from .digest import Digest, blob_digest
 from .errors import EarshotError
+from .ignore import LEVEL_FILES, IgnoreRules
 from .objects import CorruptObject, ObjectReader
 from .scan import TEMP_PREFIX
-from .tree import Kind, TreeEntry
+from .tree import Kind, TreeEntry, Unrecorded
 
 DeleteRule = Callable[[str, TreeEntry], bool]
 
 _UNRECORDED = "too large, unreadable or special"
+_WHY = {
+    Unrecorded.TOO_LARGE: "too large",
+    Unrecorded.UNREADABLE: "unreadable",
+    Unrecorded.SPECIAL: "a special file or file system",
+}
 
 
 def keep_everything(path: str, entry: TreeEntry) -> bool:
@@ -72,10 +81,14 @@ class RestorePlan:
         return not (self.writes or self.mkdirs or self.deletes or self.rmdirs or self.chmods)
 
 
+IGNORED_BY_TARGET = "ignored by the snapshot's rules; kept"
+
+
 class _Planner:
-    def __init__(self, reader: ObjectReader, may_delete: DeleteRule) -> None:
+    def __init__(self, reader: ObjectReader, may_delete: DeleteRule, root: str | None) -> None:
         self.reader = reader
         self.may_delete = may_delete
+        self.root = root
         self.plan = RestorePlan()
 
     def children(self, digest: Digest | None) -> dict[bytes, TreeEntry]:
@@ -83,8 +96,32 @@ class _Planner:
             return {}
         return {e.name: e for e in self.reader.read_tree(digest)}
 
-    def tree(self, prefix: str, current: Digest | None, target: Digest | None) -> bool:
-        """Plan one directory's content; True if everything extra in it goes."""
+    def ignore_files(self, target: Digest | None) -> list[tuple[str, bytes | None]]:
+        """The target directory's ignore files as recorded (None: it has none)."""
+        entries = self.children(target)
+        found: list[tuple[str, bytes | None]] = []
+        for name in LEVEL_FILES:
+            entry = entries.get(name.encode())
+            data = None  # a symlink is not followed, as git does not (2.32+)
+            if entry is not None and entry.kind is Kind.FILE and entry.digest is not None:
+                data = self.reader.read_blob(entry.digest)
+            found.append((name, data))
+        return found
+
+    def inner(self, path: str, rules: IgnoreRules, target: Digest | None) -> IgnoreRules:
+        """The target's rules inside directory ``path`` (``target``: its recorded tree)."""
+        if rules.is_ignored(path, True):
+            rules = rules.below_ignored()  # kept in the target for what git tracked there
+        where = os.path.join(self.root, path) if self.root is not None else None
+        return rules.descend_with(path, self.ignore_files(target), where)
+
+    def tree(
+        self, prefix: str, current: Digest | None, target: Digest | None, rules: IgnoreRules
+    ) -> bool:
+        """Plan one directory's content; True if everything extra in it goes.
+
+        ``rules``: the target state's ignore rules for this directory's entries.
+        """
         if current == target:
             return True
         now = self.children(current)
@@ -92,18 +129,25 @@ class _Planner:
         clean = True
         for name in sorted(now.keys() | want.keys()):
             path = prefix + name.decode("utf-8", "surrogateescape")
-            clean &= self.entry(path, now.get(name), want.get(name))
+            clean &= self.entry(path, now.get(name), want.get(name), rules)
         return clean
 
-    def extra(self, path: str, cur: TreeEntry) -> bool:
-        """A path on disk the target lacks: delete it only if the rule allows."""
+    def extra(self, path: str, cur: TreeEntry, rules: IgnoreRules) -> bool:
+        """A path on disk the target lacks: delete it only if the rule allows.
+
+        Never one the target's rules ignore: that state would not have had it
+        recorded, so it says nothing about it.
+        """
         if cur.kind is Kind.UNRECORDED:
             self.plan.skipped.append(
                 (path, "not recorded (too large, unreadable or special); kept")
             )
             return False
+        if rules.is_ignored(path, cur.kind is Kind.DIR):
+            self.plan.skipped.append((path, IGNORED_BY_TARGET))
+            return False
         if cur.kind is Kind.DIR:
-            if self.tree(path + "/", cur.digest, None):
+            if self.tree(path + "/", cur.digest, None, self.inner(path, rules, None)):
                 self.plan.rmdirs.append(path)
                 return True
             return False
@@ -113,35 +157,36 @@ class _Planner:
         self.plan.skipped.append((path, "not in the snapshot and not proven safe to delete; kept"))
         return False
 
-    def entry(self, path: str, cur: TreeEntry | None, tgt: TreeEntry | None) -> bool:
+    def entry(
+        self, path: str, cur: TreeEntry | None, tgt: TreeEntry | None, rules: IgnoreRules
+    ) -> bool:
         plan = self.plan
         if tgt is None:
-            return self.extra(path, cur) if cur is not None else True
+            return self.extra(path, cur, rules) if cur is not None else True
         if tgt.kind is Kind.UNRECORDED:
             if cur is None:
                 plan.skipped.append((path, "its content was not recorded; cannot restore it"))
             return True
         if cur is not None and cur.kind is Kind.UNRECORDED:
-            plan.skipped.append(
-                (path, "not recorded on disk (too large or unreadable); left alone")
-            )
+            why = _WHY[cur.reason] if cur.reason is not None else "not recorded"
+            plan.skipped.append((path, f"not recorded on disk ({why}); left alone"))
             return True
         if tgt.kind is Kind.DIR:
             if cur is None or cur.kind is not Kind.DIR:
                 # A file or link in the way is overwritten (its content is in the
                 # pre-restore snapshot); the new directory is built from nothing.
                 plan.mkdirs.append((path, tgt))
-                self.tree(path + "/", None, tgt.digest)
+                self.tree(path + "/", None, tgt.digest, rules)  # nothing extra to judge
                 if cur is not None:
                     plan.deletes.append((path, cur))
                 return True
-            self.tree(path + "/", cur.digest, tgt.digest)
+            self.tree(path + "/", cur.digest, tgt.digest, self.inner(path, rules, tgt.digest))
             if cur.mode != tgt.mode:
                 plan.chmods.append((path, tgt))
             return True
         # The target is a file or a symlink.
         if cur is not None and cur.kind is Kind.DIR:
-            if not self.extra(path, cur):
+            if not self.extra(path, cur, rules):
                 plan.skipped.append((path, "a directory with kept content is in the way"))
                 return False
             plan.writes.append((path, tgt))
@@ -158,10 +203,17 @@ def plan_restore(
     current: Digest | None,
     target: Digest,
     may_delete: DeleteRule = keep_everything,
+    root: str | None = None,
 ) -> RestorePlan:
-    """Plan the restore of ``target`` over the tree now on disk (``current``)."""
-    planner = _Planner(reader, may_delete)
-    planner.tree("", current, target)
+    """Plan the restore of ``target`` over the tree now on disk (``current``).
+
+    ``root``: where the tree lies on disk, for what is never recorded
+    (``.git/info/exclude``, nested repositories' ``.git``); without it,
+    only the target's recorded ignore files judge its extra paths.
+    """
+    planner = _Planner(reader, may_delete, root)
+    rules = IgnoreRules.for_recorded_root(root, planner.ignore_files(target))
+    planner.tree("", current, target, rules)
     return planner.plan
 
 
@@ -271,6 +323,58 @@ def verify_plan(reader: ObjectReader, plan: RestorePlan) -> None:
     for _path, entry in plan.writes:
         assert entry.digest is not None
         reader.verify(entry.digest)
+
+
+#: Runs of zeros covering whole blocks of this size (at file offsets that are
+#: multiples of it) are skipped over, not written: they read back as zeros and
+#: take no space, so a sparse file is restored sparse (4 KiB: the block size of
+#: ext4, xfs and btrfs; a smaller block size only leaves some zeros written).
+HOLE_BLOCK = 4096
+_ZERO_BLOCK = bytes(HOLE_BLOCK)
+
+
+def _pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+
+
+def write_sparse(fd: int, piece: bytes, offset: int) -> None:
+    """Write ``piece`` at ``offset`` of a new file, leaving its zero blocks as holes.
+
+    The caller sets the file's size at the end (``ftruncate``): a hole at the
+    end writes nothing. As ``cp --sparse=always``: a file that had zeros
+    written out is restored with holes there, the same bytes in less space.
+    """
+    size = len(piece)
+    if size < HOLE_BLOCK or _ZERO_BLOCK not in piece:  # the common case, one C search
+        _pwrite_all(fd, piece, offset)
+        return
+    view = memoryview(piece)
+    pending = 0  # start of the data not written yet
+    pos = -offset % HOLE_BLOCK  # the first block boundary inside the piece
+    while pos + HOLE_BLOCK <= size:
+        found = piece.find(_ZERO_BLOCK, pos)
+        if found < 0:
+            break
+        # No block boundary between pos and found starts a zero block (find
+        # would have stopped there), so the first candidate is found rounded up.
+        start = found + (-(offset + found) % HOLE_BLOCK)
+        if start + HOLE_BLOCK > size:
+            break
+        if not piece.startswith(_ZERO_BLOCK, start):
+            pos = start + HOLE_BLOCK
+            continue
+        end = start + HOLE_BLOCK
+        while end + HOLE_BLOCK <= size and piece.startswith(_ZERO_BLOCK, end):
+            end += HOLE_BLOCK
+        if pending < start:
+            _pwrite_all(fd, view[pending:start], offset + pending)
+        pending = pos = end
+    if pending < size:
+        _pwrite_all(fd, view[pending:], offset + pending)
 
 
 class Applier:
@@ -391,13 +495,13 @@ class Applier:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         out = os.open(temp, flags, 0o600, dir_fd=dir_fd)
         hasher = blake3.blake3()
+        offset = 0
         try:
             for piece in self.reader.iter_blob(entry.digest):
                 hasher.update(piece)
-                view = memoryview(piece)
-                while view:
-                    written = os.write(out, view)
-                    view = view[written:]
+                write_sparse(out, piece, offset)
+                offset += len(piece)
+            os.ftruncate(out, offset)  # a trailing hole sets the size
             os.fchmod(out, entry.mode)
         finally:
             os.close(out)

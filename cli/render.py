@@ -116,6 +116,7 @@ def recorded(rec: Recorded, seconds: float) -> tuple[dict[str, Any], str]:
         files_read=rec.report.files_read,
         bytes_read=rec.report.bytes_read,
         unrecorded_paths=[{"path": p, "reason": r.name.lower()} for p, r in rec.report.unrecorded],
+        skipped=[{"path": p, "reason": r} for p, r in rec.report.skipped],
         warnings=rec.report.warnings,
         seconds=round(seconds, 4),
     )
@@ -133,6 +134,8 @@ def recorded(rec: Recorded, seconds: float) -> tuple[dict[str, Any], str]:
         lines.append(
             f"  not recorded ({reason.name.lower().replace('_', ' ')}): {quote_path(path)}"
         )
+    for path, why in rec.report.skipped:
+        lines.append(f"  skipped {quote_path(path)}: {one_line(why)}")
     for warning in rec.report.warnings:
         lines.append(f"  warning: {one_line(warning)}")
     return doc, "\n".join(lines)

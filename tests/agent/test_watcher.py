@@ -166,6 +166,28 @@ def test_ignored_trees_and_git_are_never_watched(root: Path, data_dir: Path) -> 
         assert kernel_watches(w) == 4
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_paths_the_git_index_tracks_are_watched_and_reported_though_ignored(
+    root: Path, data_dir: Path, git: Any
+) -> None:
+    git(root, "init", "-q")
+    (root / ".gitignore").write_text("build/\n*.patch\n")
+    for rel in ("build/keep/config.h", "build/other/out.o", "fix.patch", "junk.patch"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x\n")
+    git(root, "add", "-f", "build/keep/config.h", "fix.patch")
+    with Watcher(root, data_dir) as w:
+        assert kernel_watches(w) == 4  # root, build, build/keep, cookies: not build/other
+        t = w.token()
+        sh(root, "echo 1 >> build/keep/config.h; echo 2 >> fix.patch")
+        sh(root, "echo 3 >> build/other/out.o; echo 4 >> junk.patch")
+        assert w.changed_since(t) == {"build/keep/config.h", "fix.patch"}
+        git(root, "add", "-f", "junk.patch")  # the index changes, the tree does not
+        t = w.token()
+        sh(root, "echo 5 >> junk.patch")
+        assert w.changed_since(t) == {"junk.patch"}
+
+
 def test_an_ignore_file_edit_re_decides_what_is_watched(root: Path, data_dir: Path) -> None:
     (root / "sub/build/out").mkdir(parents=True)
     (root / "sub/.gitignore").write_text("build/\n")

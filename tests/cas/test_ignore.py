@@ -217,10 +217,14 @@ def test_info_exclude_is_read_when_dot_git_is_a_directory(repo: FakeFilesystem) 
     assert ignored("secret")
 
 
-def test_info_exclude_is_skipped_when_dot_git_is_a_file(fs: FakeFilesystem) -> None:
-    write(fs, ".git", "gitdir: /elsewhere\n")
-    fs.create_file("/elsewhere/info/exclude", contents="secret\n")
-    assert not ignored("secret")
+def test_info_exclude_of_a_gitfile_is_read_from_the_repository_it_names(
+    fs: FakeFilesystem,
+) -> None:
+    # A linked worktree: .git names its git dir, whose commondir names the repository.
+    write(fs, ".git", "gitdir: /main/.git/worktrees/wt\n")
+    fs.create_file("/main/.git/worktrees/wt/commondir", contents="../..\n")
+    fs.create_file("/main/.git/info/exclude", contents="secret\n")
+    assert ignored("secret")
 
 
 def test_info_exclude_has_the_lowest_priority(repo: FakeFilesystem) -> None:
@@ -298,6 +302,14 @@ def test_for_path_reads_only_the_ancestors_of_the_path(repo: FakeFilesystem) -> 
     assert rules.fingerprint == walked.fingerprint
     assert not rules.is_ignored("a/b/x", False)
     assert not rules.is_ignored("a/b/y", False)
+
+
+def test_for_path_below_an_ignored_directory_ignores_everything(repo: FakeFilesystem) -> None:
+    write(repo, ".gitignore", "build/\n")
+    write(repo, "build/x/.gitignore", "!keep\n")  # cannot re-include below an excluded dir
+    rules = IgnoreRules.for_path(ROOT, "build/x/keep")
+    assert rules.is_ignored("build/x/keep", False)
+    assert not IgnoreRules.for_path(ROOT, "src/keep").is_ignored("src/keep", False)
 
 
 def test_for_path_of_a_top_level_entry_is_the_root_rules(repo: FakeFilesystem) -> None:

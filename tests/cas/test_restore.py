@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from earshot.cas.backend import MemoryBackend
 from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.objects import MissingObject, ObjectStore, ObjectWriter
 from earshot.cas.restore import (
+    HOLE_BLOCK,
     Applier,
     RestorePlan,
     RestoreResult,
@@ -19,6 +23,7 @@ from earshot.cas.restore import (
     keep_everything,
     plan_restore,
     remove_temp_files,
+    write_sparse,
 )
 from earshot.cas.scan import TEMP_PREFIX
 from earshot.cas.tree import MAGIC, CorruptTree, Kind, TreeEntry, Unrecorded
@@ -123,6 +128,39 @@ def test_plan_deletes_extra_paths_and_directories_when_the_rule_allows(store: Ob
     assert sorted(paths(result.deletes)) == ["extra", "xd/deeper/z", "xd/inner"]
     assert sorted(result.rmdirs) == ["xd", "xd/deeper"]
     assert result.skipped == []
+
+
+def test_plan_keeps_extra_paths_the_targets_own_ignore_files_ignore_whatever_the_rule(
+    store: ObjectStore,
+) -> None:
+    asked: list[str] = []
+
+    def rule(path: str, entry: TreeEntry) -> bool:
+        asked.append(path)
+        return True
+
+    result = plan(
+        store,
+        {
+            ".gitignore": b"",
+            "secret.env": b"s",
+            "extra": b"e",
+            "build": {"out.o": b"o"},
+            "sub": {".gitignore": b"", "x.tmp": b"t", "keep": b"k"},
+            "lib": {"vendored.c": b"v", "new.c": b"n"},
+        },
+        {
+            ".gitignore": b"secret.env\nbuild/\nlib/\n",
+            "sub": {".gitignore": b"*.tmp\n", "keep": b"k"},
+            "lib": {"vendored.c": b"v"},  # tracked below an ignored directory
+        },
+        rule,
+    )
+    assert paths(result.deletes) == ["extra"]
+    assert asked == ["extra"]
+    kept = dict(result.skipped)
+    assert set(kept) == {"secret.env", "build", "sub/x.tmp", "lib/new.c"}
+    assert set(kept.values()) == {"ignored by the snapshot's rules; kept"}
 
 
 def test_plan_asks_the_rule_about_each_extra_path_and_keeps_a_directory_with_kept_content(
@@ -289,6 +327,54 @@ def test_applier_writes_files_and_links_with_their_modes_and_leaves_no_temp_file
     assert stat.S_IMODE((root / "fresh").stat().st_mode) == 0o444
     assert os.readlink(root / "l") == "target"
     assert no_temp_files(root)
+
+
+def test_applier_writes_runs_of_zeros_as_holes_and_the_same_bytes(
+    store: ObjectStore, root: Path
+) -> None:
+    # Zero runs at unaligned offsets and across chunk boundaries, data at both ends.
+    data = b"x" * 5000 + bytes(3 << 20) + b"y" * 70_000 + bytes(2 << 20) + b"z"
+    with store.writer() as writer:
+        digest = writer.put_large(data)
+    big = TreeEntry(b"big", Kind.FILE, 0o644, len(data), digest)
+    zeros = TreeEntry(
+        b"zeros", Kind.FILE, 0o644, 1 << 20, fentry(store, b"z", bytes(1 << 20)).digest
+    )
+    apply(store, root, RestorePlan(writes=[("big", big), ("zeros", zeros)]))
+    assert (root / "big").read_bytes() == data
+    assert (root / "zeros").read_bytes() == bytes(1 << 20)
+    if hasattr(os, "SEEK_HOLE"):
+        with open(root / "big", "rb") as f:
+            assert os.lseek(f.fileno(), 0, os.SEEK_HOLE) < len(data)
+    assert (root / "big").stat().st_blocks * 512 < 1 << 20
+    assert (root / "zeros").stat().st_blocks == 0
+
+
+@settings(max_examples=40)
+@given(
+    runs=st.lists(
+        st.tuples(st.booleans(), st.integers(1, 3 * HOLE_BLOCK)), min_size=1, max_size=12
+    ),
+    cuts=st.lists(st.integers(0, 40_000), max_size=4),
+)
+@example(runs=[(True, 2 * HOLE_BLOCK)], cuts=[])
+@example(runs=[(False, 10), (True, HOLE_BLOCK), (False, 1)], cuts=[HOLE_BLOCK + 10])
+def test_write_sparse_writes_the_same_bytes_whatever_the_pieces(
+    tmp_path_factory: pytest.TempPathFactory,
+    runs: list[tuple[bool, int]],
+    cuts: list[int],
+) -> None:
+    data = b"".join(bytes(n) if zero else b"\x01" * n for zero, n in runs)
+    bounds = sorted({0, len(data), *(c for c in cuts if c < len(data))})
+    path = tmp_path_factory.mktemp("sparse") / "f"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        for lo, hi in itertools.pairwise(bounds):
+            write_sparse(fd, data[lo:hi], lo)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == data
 
 
 def test_applier_creates_a_read_only_directory_after_writing_into_it(

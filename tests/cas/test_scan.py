@@ -399,6 +399,37 @@ def test_same_size_edit_with_mtime_put_back_is_seen_through_ctime(
     assert flatten(store, second)[b"f"].digest == blob_digest(b"version-2")
 
 
+def test_file_whose_mtime_was_set_back_but_whose_ctime_is_fresh_is_read_again_next_time(
+    store: ObjectStore, root: Path
+) -> None:
+    # touch -d, tar x and cp -p put mtimes in the past; the ctime still says
+    # "just changed", and a same-size edit in that ctime tick would keep it.
+    path = root / "f"
+    path.write_bytes(b"version-1")
+    age(path)
+    scan(store, root)
+    with store.reader() as reader:
+        record = load_record(reader.view, "")
+    assert record is not None and record.entries["f"][3] == SMUDGED
+    _, again = scan(store, root)
+    assert again.files_read == 1
+
+
+def test_directory_listed_within_the_racy_margin_is_listed_again_next_time(
+    store: ObjectStore, root: Path
+) -> None:
+    (root / "d").mkdir()
+    (root / "d" / "a").write_bytes(b"a")
+    age(root / "d" / "a")
+    scan(store, root)
+    listed_mtime = (root / "d").stat().st_mtime_ns
+    # A name added within the same mtime tick leaves the directory's mtime as listed.
+    (root / "d" / "b").write_bytes(b"b")
+    os.utime(root / "d", ns=(listed_mtime, listed_mtime))
+    tree, _ = scan(store, root)
+    assert b"d/b" in flatten(store, tree)
+
+
 def test_progress_reports_a_growing_count_that_ends_at_the_entries_walked(
     store: ObjectStore, root: Path
 ) -> None:

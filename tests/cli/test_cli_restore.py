@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import shutil
 from typing import TYPE_CHECKING, Any
+
+import pytest
 
 if TYPE_CHECKING:
     from conftest import Earshot
@@ -165,3 +168,71 @@ def test_interrupted_restore_is_reported_by_readers_and_finished_by_the_next_wri
     assert not list(es.root.rglob(".earshot-tmp-*"))
     assert "interrupted" not in es.run("snapshots").stderr
     assert es.json("diff", base, "--stat")["changes"] == []
+
+
+def test_restore_of_a_100_mib_sparse_file_keeps_its_holes(es: Earshot) -> None:
+    path = es.root / "disk.img"
+    size = 100 << 20
+    with open(path, "wb") as f:
+        f.truncate(size)
+        for offset, data in ((0, b"head"), (50 << 20, b"middle"), (size - 4, b"tail")):
+            f.seek(offset)
+            f.write(data)
+    if path.stat().st_blocks * 512 >= 1 << 20:
+        pytest.skip("this file system does not keep holes")
+    env = es.env(EARSHOT_MAX_FILE_SIZE="200M")
+    snap = es.json("snapshot", env=env)["id"]
+    path.unlink()
+    es.run("restore", snap, env=env)
+    st = path.stat()
+    assert st.st_size == size
+    assert st.st_blocks * 512 < 1 << 20, f"{st.st_blocks * 512} bytes allocated"
+    with open(path, "rb") as f:
+        assert f.read(4) == b"head"
+        f.seek(50 << 20)
+        assert f.read(6) == b"middle"
+        f.seek(size - 4)
+        assert f.read() == b"tail"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_restore_force_keeps_a_file_the_snapshot_ignored(es: Earshot, git: Any) -> None:
+    # The repro: git reset --hard then git clean would keep secret.env too.
+    git(es.root, "init", "-q")
+    es.write(".gitignore", "secret.env\n")
+    es.write("secret.env", "KEY=1\n")
+    es.write("a.txt", "a\n")
+    s0 = es.snap()
+    es.write(".gitignore", "")
+    es.snap()  # records secret.env: nothing ignores it now
+    doc = es.json("restore", s0[:12], "--force", expect=3)
+    assert (es.root / "secret.env").read_text() == "KEY=1\n"
+    assert (es.root / ".gitignore").read_text() == "secret.env\n"
+    assert doc["deleted"] == []
+    assert doc["skipped"] == [
+        {"path": "secret.env", "reason": "ignored by the snapshot's rules; kept"}
+    ]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_restore_force_judges_extras_by_the_snapshots_rules_at_every_level(
+    es: Earshot, git: Any
+) -> None:
+    git(es.root, "init", "-q")
+    es.write(".git/info/exclude", "*.local\n")  # read as it is on disk
+    es.write(".gitignore", "# nothing\n")
+    es.write("src/.gitignore", "gen/\n")
+    es.write("src/main.c", "int main;\n")
+    s0 = es.snap()
+    es.write(".gitignore", "!*.local\n")
+    es.write("src/.gitignore", "")
+    es.write("src/gen/out.c", "generated\n")
+    es.write("src/gen/deep/more.c", "generated\n")
+    es.write("notes.local", "mine\n")
+    es.write("extra.txt", "not ignored anywhere\n")
+    es.snap()
+    doc = es.json("restore", s0, "--force", expect=3)
+    assert sorted(doc["deleted"]) == ["extra.txt"]
+    assert {s["path"] for s in doc["skipped"]} == {"notes.local", "src/gen"}
+    assert (es.root / "src/gen/deep/more.c").exists() and (es.root / "notes.local").exists()
+    assert (es.root / "src/.gitignore").read_text() == "gen/\n"

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
+import shutil
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 if TYPE_CHECKING:
     from conftest import Earshot
+
+from conftest import EARSHOT
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -125,3 +133,68 @@ def test_verbose_snapshot_logs_to_stderr_and_keeps_stdout_json(es: Earshot) -> N
     result = es.run("snapshot", "-vv", "--json")
     assert result.json()["reused"] is False
     assert result.stderr.strip() != ""
+
+
+def in_mount_namespace(
+    es: Earshot, mounts: list[tuple[str, str]], *commands: str, then: str = ""
+) -> list[Any]:
+    """Run earshot commands (each with --json) in a private mount namespace holding ``mounts``.
+
+    ``mounts``: (file system type, path under the root); ``then``: a shell
+    line run after mounting. Skips when this machine cannot make a mount
+    namespace (no unshare, or not allowed).
+    """
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not installed")
+    script = ["set -e"]
+    for kind, rel in mounts:
+        (es.root / rel).mkdir(parents=True, exist_ok=True)
+        script.append(f"mount -t {kind} {kind} {shlex.quote(str(es.root / rel))}")
+    script += [then, "echo mounted"]
+    for command in commands:
+        script.append(f"echo; {shlex.quote(str(EARSHOT))} {command} --json || true")
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "\n".join(script)],
+        cwd=es.root,
+        env=es.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if not proc.stdout.startswith("mounted"):
+        pytest.skip(f"cannot mount in a private namespace here: {proc.stderr.strip()}")
+    docs = proc.stdout.split("\n", 1)[1].strip().split("\n\n")
+    assert len(docs) == len(commands), proc.stdout + proc.stderr
+    return [json.loads(d) for d in docs]
+
+
+def test_snapshot_skips_and_lists_special_file_systems_and_records_a_tmpfs(
+    es: Earshot,
+) -> None:
+    es.write("a.txt", "a\n")
+    mounts = [("proc", "my proc"), ("sysfs", "sys"), ("devpts", "dev/pts"), ("tmpfs", "t")]
+    (doc,) = in_mount_namespace(es, mounts, "snapshot", then="echo in-tmpfs > t/f")
+    assert sorted(doc.get("skipped", []), key=lambda s: s["path"]) == [
+        {"path": "dev/pts", "reason": "special file system (devpts)"},
+        {"path": "my proc", "reason": "special file system (proc)"},
+        {"path": "sys", "reason": "special file system (sysfs)"},
+    ], doc
+    assert doc["files"] == 2  # a.txt and t/f: a tmpfs holds real files
+    assert doc["unrecorded_paths"] == []
+
+
+def test_restore_force_leaves_a_special_file_system_mounted_since_alone(es: Earshot) -> None:
+    es.write("a.txt", "a\n")
+    (es.root / "sys").mkdir()
+    (es.root / "sys" / "file-under-the-mount").write_text("hidden once mounted\n")
+    before = es.snap()
+    snapped, restored = in_mount_namespace(
+        es, [("sysfs", "sys")], "snapshot", f"restore {before} --force"
+    )
+    assert snapped["skipped"] == [{"path": "sys", "reason": "special file system (sysfs)"}]
+    assert restored["written"] == [] and restored["deleted"] == []
+    assert {
+        "path": "sys",
+        "reason": "not recorded on disk (a special file or file system); left alone",
+    } in (restored["skipped"])

@@ -1,0 +1,165 @@
+"""Fidelity: the paths earshot records against the paths git lists, on a real tree.
+
+git's view of a work tree is what it tracks plus what it would add:
+``git ls-files -co --exclude-standard`` (tracked, and untracked but not
+ignored) together with ``git ls-files`` (the index; tracked files a
+pattern ignores are listed there). git lists a nested repository as one
+entry, ``dir/`` (and a submodule as its path); both are expanded with the
+same commands run inside them, as earshot judges them by their own rules.
+Only paths that exist as files or symlinks count (the index also lists
+files deleted since). git runs with no user or system configuration:
+earshot does not read ``core.excludesFile`` either.
+
+earshot's view: the file and symlink paths of a snapshot of the root, taken
+into a fresh store in a temporary directory (files over the size limit are
+in the tree as unrecorded, and counted).
+
+    python benchmarks/fidelity.py /work/trees/linux-source-6.1 [--json] [--show 20]
+
+Prints the counts and the first differences; exits 1 when there are any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from earshot.cas.digest import Digest
+from earshot.cas.objects import ObjectReader
+from earshot.cas.project import Project
+from earshot.cas.tree import Kind, Unrecorded
+
+
+def _git(top: Path, home: Path, *args: str) -> list[str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "LC_ALL": "C",
+    }
+    out = subprocess.run(
+        ["git", "--no-optional-locks", *args, "-z"],
+        cwd=top,
+        env=env,
+        capture_output=True,
+        check=True,
+    ).stdout
+    return [os.fsdecode(p) for p in out.split(b"\0") if p]
+
+
+def _is_repo_top(path: Path) -> bool:
+    return (path / ".git").exists()
+
+
+def git_paths(top: Path, home: Path, prefix: str = "") -> tuple[set[str], int]:
+    """(files and links git lists under ``top``, nested ones expanded; tracked-but-ignored)."""
+    listed = set(_git(top, home, "ls-files", "-co", "--exclude-standard"))
+    listed |= set(_git(top, home, "ls-files"))
+    tracked_ignored = len(_git(top, home, "ls-files", "-ci", "--exclude-standard"))
+    out: set[str] = set()
+    for rel in listed:
+        path = top / rel
+        if rel.endswith("/") or (path.is_dir() and not path.is_symlink() and _is_repo_top(path)):
+            nested, nested_ignored = git_paths(path, home, f"{prefix}{rel.rstrip('/')}/")
+            out |= nested
+            tracked_ignored += nested_ignored
+            continue
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            continue  # in the index, deleted since
+        if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+            out.add(prefix + rel)
+    return out, tracked_ignored
+
+
+def _walk(reader: ObjectReader, tree: Digest, prefix: str, out: set[str]) -> None:
+    for entry in reader.read_tree(tree):
+        path = prefix + entry.name.decode("utf-8", "surrogateescape")
+        if entry.kind is Kind.DIR and entry.digest is not None:
+            _walk(reader, entry.digest, path + "/", out)
+        elif entry.kind is not Kind.UNRECORDED or entry.reason is not Unrecorded.SPECIAL:
+            out.add(path)
+
+
+def earshot_paths(root: Path) -> tuple[set[str], float]:
+    """(files and links a fresh snapshot of ``root`` records, seconds it took)."""
+    out: set[str] = set()
+    with (
+        tempfile.TemporaryDirectory(prefix="earshot-fidelity-") as home,
+        Project(root, home=Path(home)) as project,
+    ):
+        start = time.perf_counter()
+        recorded = project.snapshot()
+        seconds = time.perf_counter() - start
+        with project.store.reader() as reader:
+            _walk(reader, recorded.snapshot.tree, "", out)
+    return out, seconds
+
+
+@dataclass
+class Fidelity:
+    """The comparison of one root."""
+
+    root: str
+    earshot: int
+    git: int
+    tracked_ignored: int
+    only_earshot: list[str] = field(default_factory=list)
+    only_git: list[str] = field(default_factory=list)
+    snapshot_seconds: float = 0.0
+
+    @property
+    def same(self) -> bool:
+        return not (self.only_earshot or self.only_git)
+
+
+def compare(root: Path) -> Fidelity:
+    root = root.resolve()
+    with tempfile.TemporaryDirectory(prefix="fidelity-home-") as home:
+        expected, tracked_ignored = git_paths(root, Path(home))
+    recorded, seconds = earshot_paths(root)
+    return Fidelity(
+        str(root),
+        earshot=len(recorded),
+        git=len(expected),
+        tracked_ignored=tracked_ignored,
+        only_earshot=sorted(recorded - expected),
+        only_git=sorted(expected - recorded),
+        snapshot_seconds=round(seconds, 2),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", type=Path, help="a git work tree")
+    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument("--show", type=int, default=20, help="differences to print (each side)")
+    args = parser.parse_args(argv)
+    result = compare(args.root)
+    if args.json:
+        print(json.dumps(asdict(result), indent=2))
+    else:
+        print(f"root: {result.root}")
+        print(f"paths earshot records:           {result.earshot:,}")
+        print(f"paths git lists (-co + index):   {result.git:,}")
+        print(f"  of which tracked but ignored:  {result.tracked_ignored:,}")
+        print(f"only earshot records:            {len(result.only_earshot):,}")
+        print(f"only git lists:                  {len(result.only_git):,}")
+        print(f"snapshot (cold store):           {result.snapshot_seconds} s")
+        for label, paths in (("only earshot", result.only_earshot), ("only git", result.only_git)):
+            for path in paths[: args.show]:
+                print(f"  {label}: {path}")
+    return 0 if result.same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
