@@ -83,6 +83,8 @@ class Harness:
         self.verified: set[bytes] = set()
         self.report = Report()
         self.verbose = False
+        #: A log of every command and what it said (``--trace``).
+        self.trace: Any = None
         self.session = ""
         self.root.mkdir(parents=True)
         for i in range(files):
@@ -104,7 +106,16 @@ class Harness:
         return env
 
     def run(self, *args: str, stdin: str | None = None, check: bool = True) -> Any:
-        proc = subprocess.run(
+        proc = self._run(*args, stdin=stdin)
+        if self.trace is not None:
+            self.trace.write(f"$ earshot {' '.join(args)} -> {proc.returncode}\n{proc.stderr}")
+            self.trace.flush()
+        if check and proc.returncode not in (0, 3):
+            raise RuntimeError(f"earshot {' '.join(args)} -> {proc.returncode}\n{proc.stderr}")
+        return proc
+
+    def _run(self, *args: str, stdin: str | None = None) -> Any:
+        return subprocess.run(
             [str(EARSHOT), *args],
             cwd=self.root,
             env=self.env(),
@@ -114,9 +125,6 @@ class Harness:
             check=False,
             timeout=300,
         )
-        if check and proc.returncode not in (0, 3):
-            raise RuntimeError(f"earshot {' '.join(args)} -> {proc.returncode}\n{proc.stderr}")
-        return proc
 
     def json(self, *args: str, stdin: str | None = None) -> Any:
         return json.loads(self.run(*args, "--json", stdin=stdin).stdout)
@@ -360,22 +368,39 @@ def _delta(want: Picture, got: Picture) -> str:
 
 
 def run_harness(
-    kills: int, seed: int, files: int, work: Path | None = None, verbose: bool = False
+    kills: int,
+    seed: int,
+    files: int,
+    work: Path | None = None,
+    verbose: bool = False,
+    operations: tuple[str, ...] = OPERATIONS,
+    trace: Path | None = None,
+    stop_at_violation: bool = False,
 ) -> Report:
     """Kill until ``kills`` operations were really cut off; return the report."""
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         harness = Harness(Path(tmp), files, seed)
         harness.verbose = verbose
+        if trace is not None:
+            harness.trace = open(trace, "w")  # noqa: SIM115 - open for the whole run
         harness.calibrate()
-        order = list(OPERATIONS)
         i = 0
         attempts = 0
         while harness.report.kills < kills and attempts < kills * 4:
-            op = order[i % len(order)]
+            op = operations[i % len(operations)]
+            if harness.trace is not None:
+                harness.trace.write(f"=== {op} (kill {harness.report.kills + 1})\n")
             if harness.kill_once(op):
                 i += 1
             attempts += 1
-            if attempts % len(order) == 0:
+            if stop_at_violation and harness.report.violations:
+                kept = Path(tempfile.mkdtemp(dir=work, prefix="violation-"))
+                shutil.copytree(Path(tmp), kept / "work", symlinks=True)
+                print(
+                    f"stopped at the first violation; its tree and store: {kept}", file=sys.stderr
+                )
+                break
+            if attempts % len(operations) == 0:
                 print(
                     f"kills {harness.report.kills}, violations {len(harness.report.violations)}",
                     file=sys.stderr,
@@ -390,9 +415,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--files", type=int, default=3000)
     parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--ops", default=",".join(OPERATIONS), help="operations to kill")
+    parser.add_argument("--trace", type=Path, help="log every command and its stderr here")
+    parser.add_argument("--stop", action="store_true", help="stop at the first violation")
     args = parser.parse_args()
     start = time.monotonic()
-    report = run_harness(args.kills, args.seed, args.files, args.work, verbose=True)
+    report = run_harness(
+        args.kills,
+        args.seed,
+        args.files,
+        args.work,
+        verbose=True,
+        operations=tuple(args.ops.split(",")),
+        trace=args.trace,
+        stop_at_violation=args.stop,
+    )
     print(f"kills: {report.kills}")
     print(f"kills by operation: {json.dumps(report.by_operation, sort_keys=True)}")
     print(f"runs that finished before their kill: {report.finished_before_kill}")
