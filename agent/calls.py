@@ -128,6 +128,8 @@ class CallResult:
     #: What a shell command changed in the user's git directories: undo
     #: does not cover it (``git_fingerprint``).
     git: tuple[str, ...] = ()
+    #: Done, but with a limit the caller must know of (e.g. not undoable).
+    warning: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"index": self.index, "tool": self.tool, "ok": self.ok}
@@ -139,4 +141,6 @@ class CallResult:
             doc["error"] = self.error
         if self.tool == "bash":
             doc["git_changed"] = list(self.git)
+        if self.warning is not None:
+            doc["warning"] = self.warning
         return doc

@@ -78,6 +78,10 @@ log = get_logger("earshot.agent")
 DEFAULT_BUDGET_NS = 200_000_000
 _KEEP = object()
 _WATCH_MARK = b"watch-mark"
+_NOT_UNDOABLE = (
+    "{0}: written, but not recorded ({1}, e.g. over EARSHOT_MAX_FILE_SIZE): "
+    "undo cannot take this write back"
+)
 #: The kind of intent a batch of tool calls leaves while it runs.
 INTENT_CALLS = "calls"
 
@@ -199,6 +203,8 @@ class Engine:
         self._watching = not isinstance(self.tracker, NullTracker)
         #: Whether this batch has restaged every path the session wrote.
         self._written_fresh = False
+        #: Paths this batch's writes name: recorded whatever the ignore rules say.
+        self._forced: set[str] = set()
         #: Interrupted operations (intents) finished by this process before it
         #: began its own work: a command re-run after a kill can tell it is done.
         self.settled: tuple[Intent, ...] = ()
@@ -215,7 +221,9 @@ class Engine:
     def _full(self, note: str) -> Recorded:
         log.debug("policy", restage="full", why=note)
         token = self.tracker.token()  # before the walk: a change during it is reported next
-        rec = self.project.record(None, note=note, session=self.session.id, listed=False)
+        rec = self.project.record(
+            None, note=note, session=self.session.id, listed=False, forced=self._forced
+        )
         self._stale = False
         self.tree, self.exact, self._token = rec.snapshot.tree, True, token
         return rec
@@ -225,7 +233,12 @@ class Engine:
         assert self.tree is not None
         log.debug("policy", restage="scoped", paths=len(paths), why=note)
         rec = self.project.record(
-            sorted(paths), base=self.tree, note=note, session=self.session.id, listed=False
+            sorted(paths),
+            base=self.tree,
+            note=note,
+            session=self.session.id,
+            listed=False,
+            forced=self._forced & paths,
         )
         self.tree = rec.snapshot.tree
         if token is not _KEEP:
@@ -269,7 +282,10 @@ class Engine:
         """Bring the recorded state up to date as the policy asks before ``call``.
 
         ``targets``: the paths the write run starting with ``call`` will write.
+        What the writes name is recorded whatever the ignore rules say, before
+        and after: a write of an ignored ``.env`` can be undone.
         """
+        self._forced |= targets
         if not self._first_done or self.tree is None:
             self._first_done = True
             vouched, rec = self._vouched_start()
@@ -409,6 +425,9 @@ class Engine:
             before, after = self._state(pre, rel), self._state(self.tree, rel)
             if before != after:
                 ledger.append(Change(rel, before, after, index))
+            if after is not None and not after.recorded:
+                at = next(i for i, r in enumerate(results) if r.index == index)
+                results[at] = replace(results[at], warning=_NOT_UNDOABLE.format(rel, after.reason))
         known = set(self.session.written)
         fresh = [rel for rel in wrote if rel not in known]
         if fresh:
@@ -519,6 +538,7 @@ class Engine:
         """Run the calls of one model turn and record them as one batch."""
         self._stale = True
         self._written_fresh = False
+        self._forced = set()
         return self._run_calls(calls, labels)
 
     def _run_calls(self, calls: Sequence[Call], labels: Sequence[str] | None) -> Outcome:

@@ -29,27 +29,64 @@ _RECORDS_VERSION = b"1"
 
 @dataclass(frozen=True, slots=True)
 class State:
-    """What a path held: a file or symlink (kind, permission bits, content digest)."""
+    """What a path held.
+
+    A file or symlink: kind, permission bits, content digest. A directory
+    (only one that appeared or vanished empty, or changed mode, is a ledger
+    line of its own): kind and bits. A path present but *not recorded*
+    (over the size limit, unreadable, a FIFO or device): kind ``UNRECORDED``
+    with its reason and size, and no digest. That is not "absent": undo
+    never deletes or overwrites a path whose state it does not hold.
+    """
 
     kind: Kind
     mode: int
-    digest: Digest
+    digest: Digest | None
+    #: For an unrecorded path: why (``too_large``, ``unreadable``, ``special``).
+    reason: str | None = None
+    size: int = 0
 
     @staticmethod
     def of(entry: TreeEntry | None) -> State | None:
-        if entry is None or entry.digest is None or entry.kind not in (Kind.FILE, Kind.SYMLINK):
+        if entry is None:
             return None
+        if entry.kind is Kind.DIR:
+            return State(Kind.DIR, entry.mode, None)
+        if entry.kind is Kind.UNRECORDED:
+            why = entry.reason.name.lower() if entry.reason is not None else "unrecorded"
+            return State(Kind.UNRECORDED, entry.mode, None, why, entry.size)
         return State(entry.kind, entry.mode, entry.digest)
 
+    @property
+    def recorded(self) -> bool:
+        """Whether earshot holds this state (can compare it, and bring it back)."""
+        return self.kind is not Kind.UNRECORDED
+
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind.name.lower(), "mode": self.mode, "digest": self.digest.hex()}
+        doc: dict[str, Any] = {
+            "kind": self.kind.name.lower(),
+            "mode": self.mode,
+            "digest": self.digest.hex() if self.digest is not None else None,
+        }
+        if self.reason is not None:
+            doc["reason"] = self.reason
+            doc["size"] = self.size
+        return doc
 
     @staticmethod
     def from_json(doc: dict[str, Any] | None) -> State | None:
         if doc is None:
             return None
+        digest = doc.get("digest")
+        kind = Kind[doc["kind"].upper()]
+        if kind in (Kind.FILE, Kind.SYMLINK) and not digest:
+            raise ValueError(f"a {kind.name.lower()} state without a digest")
         return State(
-            Kind[doc["kind"].upper()], int(doc["mode"]), Digest(bytes.fromhex(doc["digest"]))
+            kind,
+            int(doc["mode"]),
+            Digest(bytes.fromhex(digest)) if digest else None,
+            doc.get("reason"),
+            int(doc.get("size", 0)),
         )
 
 

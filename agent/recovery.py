@@ -177,7 +177,13 @@ def _proven(
     the person after the kill, is "restage": never deleted by undo.
     """
     proof = wrote.get(line.path)
-    if proof is not None and line.after is not None and line.after.digest.hex() == proof[1]:
+    after = line.after
+    if (
+        proof is not None
+        and after is not None
+        and after.digest is not None
+        and (after.digest.hex() == proof[1])
+    ):
         return proof[0]
     for tree, by in left:
         try:

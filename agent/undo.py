@@ -84,6 +84,11 @@ class NotRecordedYet(EarshotError):
 #: Why undo keeps a created path it cannot prove a call made: final, no retry
 #: (not even --force) would delete it.
 NOT_BY_A_CALL = "not made by a call of this session; kept"
+#: A path whose state before the batch earshot never held (over the size
+#: limit, unreadable, a FIFO): it cannot be brought back, and is not touched.
+NOT_HELD_BEFORE = "its state before was not recorded (too large, unreadable or special); kept"
+#: A path present now whose content earshot does not hold: never overwritten or deleted.
+NOT_HELD_NOW = "not recorded as it is now (too large, unreadable or special); left alone"
 
 
 @dataclass(slots=True)
@@ -317,7 +322,8 @@ def _revert(
         engine.begin_own_changes()
     reverter = Reverter(engine)
     paths = sorted({s.path for s in rev.steps})
-    now = project.record(paths, note=f"before {rev.kind.value}", listed=False)
+    # Forced: a path a ledger names is recorded whatever the ignore rules say.
+    now = project.record(paths, note=f"before {rev.kind.value}", listed=False, forced=paths)
     plan = reverter.plan(rev, now.snapshot.tree, impact, force)
     if dry_run:
         return impact
@@ -429,11 +435,21 @@ class Reverter:
                     continue
                 if current == step.restore_to:
                     continue
+                # What earshot does not hold, it does not touch (promise 8).
+                if step.restore_to is not None and not step.restore_to.recorded:
+                    impact.kept.append((step.path, NOT_HELD_BEFORE))
+                    continue
+                if current is not None and not current.recorded:
+                    impact.kept.append((step.path, NOT_HELD_NOW))
+                    continue
                 if step.restore_to is None:
                     if not step.by_call and rev.deletions_need_call:
                         impact.kept.append((step.path, NOT_BY_A_CALL))
                     elif current != step.expect:
                         impact.conflicts.append(step.path)
+                    elif current is not None and current.kind is Kind.DIR:
+                        plan.rmdirs.append(step.path)  # only if still empty then
+                        impact.deleted.append(step.path)
                     elif current is not None:
                         plan.deletes.append((step.path, _entry(step.path, current)))
                         impact.deleted.append(step.path)
@@ -441,9 +457,21 @@ class Reverter:
                 if current != step.expect and not force:
                     impact.conflicts.append(step.path)
                     continue
+                self._parents(reader, now_tree, rev.anchor_tree, step.path, plan, mkdirs)
+                if step.restore_to.kind is Kind.DIR:
+                    if current is not None and current.kind is not Kind.DIR:
+                        impact.conflicts.append(step.path)  # a file where a directory was
+                        continue
+                    entry = _entry(step.path, step.restore_to)
+                    if current is None and step.path not in mkdirs:
+                        plan.mkdirs.append((step.path, entry))
+                        mkdirs.add(step.path)
+                    elif current is not None:
+                        plan.chmods.append((step.path, entry))
+                    impact.restored.append(step.path)
+                    continue
                 plan.writes.append((step.path, _entry(step.path, step.restore_to)))
                 impact.restored.append(step.path)
-                self._parents(reader, now_tree, rev.anchor_tree, step.path, plan, mkdirs)
             rmdirs: set[str] = set()
             for path in impact.deleted:
                 self._created_dirs(reader, rev.anchor_tree, path, plan, rmdirs)

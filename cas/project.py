@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,6 +201,7 @@ class Project:
         listed: bool = True,
         progress: ProgressFn | None = None,
         also: Callable[[WriteBatch], None] | None = None,
+        forced: Collection[str] = (),
     ) -> Recorded:
         """Record the root: all of it (``paths`` None), or the named paths on ``base``.
 
@@ -210,8 +211,12 @@ class Project:
         its own per batch. The duration of a full restage is kept in the
         store: the snapshot policy budgets by it. ``also`` adds writes to the
         transaction that commits the snapshot (an intent's end, say).
+        ``forced`` paths are recorded whatever the ignore rules say (what an
+        agent's write_file or edit named): after a full scan they are
+        restaged on top of it; in a scoped restage they are among the paths.
         """
         rels = None if paths is None else [relative_path(str(self.root), p) for p in paths]
+        force = frozenset(relative_path(str(self.root), p) for p in forced)
         with self.store.writer() as writer:
             if base is None and rels is not None:
                 head = self.head(writer)
@@ -221,15 +226,12 @@ class Project:
                 tree, report = self.scan(writer, progress)
                 elapsed = time.perf_counter_ns() - start
                 writer.batch.put("meta", _FULL_COST, elapsed.to_bytes(8, "big"))
+                if force:
+                    tree, extra = self._restage(writer, tree, sorted(force), force, counted=False)
+                    report.files += extra.files
+                    report.content_bytes += extra.content_bytes
             else:
-                scanner = Scanner(self.root, writer, self.options)
-                scanner.trust_before_ns = touch_marker(self.store_dir / "scan.marker")
-                scanner.trust_before_ns -= self.options.racy_margin_ns
-                base_snap_files = _count_base(writer, base)
-                tree, gone_files, gone_bytes = restage_paths(scanner, base, rels)
-                report = scanner.report
-                report.files += base_snap_files[0] - gone_files
-                report.content_bytes += base_snap_files[1] - gone_bytes
+                tree, report = self._restage(writer, base, sorted(set(rels) | force), force)
             if also is not None:
                 also(writer.batch)
             recorded = self.commit_tree(writer, tree, report, note, session, listed)
@@ -244,6 +246,25 @@ class Project:
             unrecorded=len(report.unrecorded),
         )
         return recorded
+
+    def _restage(
+        self,
+        writer: ObjectWriter,
+        base: Digest,
+        rels: list[str],
+        forced: frozenset[str],
+        counted: bool = True,
+    ) -> tuple[Digest, ScanReport]:
+        """A scoped restage of ``rels`` on ``base``; with ``counted``, counts made whole."""
+        scanner = Scanner(self.root, writer, self.options)
+        scanner.trust_before_ns = touch_marker(self.store_dir / "scan.marker")
+        scanner.trust_before_ns -= self.options.racy_margin_ns
+        base_files, base_bytes = _count_base(writer, base) if counted else (0, 0)
+        tree, gone_files, gone_bytes = restage_paths(scanner, base, rels, forced)
+        report = scanner.report
+        report.files += base_files - gone_files
+        report.content_bytes += base_bytes - gone_bytes
+        return tree, report
 
     def full_restage_cost_ns(self) -> int | None:
         """How long the last full restage of this root took, if one was made."""

@@ -90,17 +90,31 @@ class _Replaced:
 
 
 def restage_paths(
-    scanner: Scanner, base: Digest | None, paths: Iterable[str]
+    scanner: Scanner,
+    base: Digest | None,
+    paths: Iterable[str],
+    forced: frozenset[str] = frozenset(),
 ) -> tuple[Digest, int, int]:
     """A new root tree: ``base`` with every named path re-read from disk.
 
+    ``forced`` (named paths too) are recorded whatever the ignore rules say,
+    with the directories that lead to them: an agent's explicit write target.
     Returns the tree and the files and bytes of what it replaced; the files
     and bytes it read are in ``scanner.report``.
     """
     replaced = _Replaced()
     rules = scanner.root_rules()
-    tree = _update(scanner, base, "", _trie(paths), replaced, rules)
+    leading = {p.rsplit("/", i)[0] for p in forced for i in range(1, p.count("/") + 1)}
+    tree = _update(scanner, base, "", _trie(paths), replaced, rules, _Forced(forced, leading))
     return tree, replaced.files, replaced.bytes
+
+
+class _Forced:
+    """Paths recorded whatever the rules say, and the directories that lead to them."""
+
+    def __init__(self, paths: frozenset[str], leading: set[str]) -> None:
+        self.paths = paths
+        self.leading = leading
 
 
 def _update(
@@ -110,6 +124,7 @@ def _update(
     trie: _Trie,
     replaced: _Replaced,
     rules: IgnoreRules,
+    forced: _Forced,
 ) -> Digest:
     """``tree`` (the directory ``rel_dir``) with the trie's paths re-read; ``rules``: its own."""
     reader = scanner.writer
@@ -127,15 +142,26 @@ def _update(
             continue
         is_dir = stat.S_ISDIR(st.st_mode)
         inner = rules
+        leads = is_dir and rel in forced.leading
+        lead_only = False  # an ignored directory, there only to lead to a forced path
         if rules.is_ignored(rel, is_dir):
-            if not rules.tracks(rel, is_dir):
+            tracked = rules.tracks(rel, is_dir)
+            if not (tracked or rel in forced.paths or leads):
                 replaced.drop(scanner, entries.pop(key, None))
                 continue
+            lead_only = leads and not tracked
             inner = rules.below_ignored() if is_dir else rules
         if is_dir and path in scanner.options.exclude_dirs:
             replaced.drop(scanner, entries.pop(key, None))
             continue
         old = entries.get(key)
+        # Such a directory is not read whole (its rules ignore the rest): only
+        # what the trie names below it.
+        if lead_only and not _is_whole(node) and (old is None or old.kind is not Kind.DIR):
+            subtree = _update(scanner, None, rel, node, replaced, inner.descend(rel, path), forced)
+            replaced.drop(scanner, old)
+            entries[key] = TreeEntry(key, Kind.DIR, stat.S_IMODE(st.st_mode), 0, subtree)
+            continue
         if _is_whole(node) or not is_dir or old is None or old.kind is not Kind.DIR:
             replaced.drop(scanner, old)
             found = scanner._entry(path, rel, st, None, inner)
@@ -144,6 +170,8 @@ def _update(
             else:
                 entries[key] = entry_from_key(key, found)
             continue
-        subtree = _update(scanner, old.digest, rel, node, replaced, inner.descend(rel, path))
+        subtree = _update(
+            scanner, old.digest, rel, node, replaced, inner.descend(rel, path), forced
+        )
         entries[key] = TreeEntry(key, Kind.DIR, stat.S_IMODE(st.st_mode), 0, subtree)
     return reader.put_tree(list(entries.values()))

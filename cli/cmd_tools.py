@@ -29,6 +29,8 @@ def _finish(engine: Engine, out: Outcome, as_json: bool) -> None:
                 click.echo(f"earshot: {render.one_line(result.error)}", err=True)
             if result.git:
                 click.echo(f"earshot: {render_agent.git_notice(result.git)}", err=True)
+            if result.warning is not None:
+                click.echo(f"earshot: {render.one_line(result.warning)}", err=True)
     if out.interrupted_by is not None:
         click.echo(
             f"earshot: interrupted by signal {out.interrupted_by}; batch {out.batch.seq} "

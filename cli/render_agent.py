@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from earshot.agent.calls import CallResult
-from earshot.agent.records import Batch, Change
+from earshot.agent.records import Batch, Change, State
 from earshot.agent.undo import Impact
 from earshot.cas.intents import Intent
 
@@ -15,11 +15,19 @@ from .render import one_line, quote_path, when
 NO_SESSIONS = "no sessions in this root ('earshot session new' starts one)"
 
 
+def _digest(state: State | None) -> str | None:
+    return state.digest.hex() if state is not None and state.digest is not None else None
+
+
 def change_doc(change: Change) -> dict[str, Any]:
+    """One ledger line; ``*_kind`` is null when absent, else file, symlink, dir or
+    unrecorded (present, its content not held: over the size limit, say)."""
     return {
         "path": change.path,
-        "before": change.before.digest.hex() if change.before else None,
-        "after": change.after.digest.hex() if change.after else None,
+        "before": _digest(change.before),
+        "after": _digest(change.after),
+        "before_kind": change.before.kind.name.lower() if change.before else None,
+        "after_kind": change.after.kind.name.lower() if change.after else None,
         "before_mode": f"{change.before.mode:o}" if change.before else None,
         "after_mode": f"{change.after.mode:o}" if change.after else None,
         "by": change.by,

@@ -1,0 +1,91 @@
+"""Issue 9, items 2 and 5: what undo holds, what it does not, and empty directories.
+
+The ledger tells "absent" from "present but not recorded" (over the size
+limit, a FIFO): undo never deletes or overwrites a path whose state before it
+does not hold. Explicit write targets are recorded whatever the ignore rules
+say. Undo brings back empty directories a command removed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Picture = Callable[[Path], dict[str, tuple[object, ...]]]
+
+
+def test_undo_never_deletes_a_file_over_the_limit_that_it_did_not_record(
+    cli: Any, root: Path
+) -> None:
+    (root / "big").write_bytes(os.urandom(4096))
+    sid = cli.new_session()
+    env = cli.env(sid, EARSHOT_MAX_FILE_SIZE="1K")
+    doc = cli.run("bash", "echo tiny > big", "--json", session=sid, env=env).json()
+    (line,) = doc["changes"]
+    assert line["before_kind"] == "unrecorded" and line["after_kind"] == "file"
+    undo = cli.run("undo", "--json", session=sid, env=env, expect=3).json()
+    assert undo["deleted"] == [] and undo["restored"] == []
+    assert [k["path"] for k in undo["kept"]] == ["big"]
+    assert "not recorded" in undo["kept"][0]["reason"]
+    assert (root / "big").read_text() == "tiny\n"  # left as it is, never deleted
+
+
+def test_undo_never_deletes_a_file_that_replaced_a_fifo(cli: Any, root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    sid = cli.new_session()
+    cli.run("bash", "rm pipe; echo data > pipe", session=sid)
+    undo = cli.run("undo", "--json", session=sid, expect=3).json()
+    assert [k["path"] for k in undo["kept"]] == ["pipe"]
+    assert (root / "pipe").read_text() == "data\n"
+
+
+def test_a_write_of_an_ignored_file_is_recorded_and_undone(cli: Any, root: Path) -> None:
+    (root / ".gitignore").write_text(".env\nbuild/\n")
+    (root / ".env").write_text("KEY=1\n")
+    sid = cli.new_session()
+    doc = cli.run("write", ".env", "--json", stdin="KEY=2\n", session=sid).json()
+    assert [c["path"] for c in doc["changes"]] == [".env"]
+    doc = cli.run("write", "build/out.txt", "--json", stdin="made\n", session=sid).json()
+    assert [c["path"] for c in doc["changes"]] == ["build/out.txt"]
+    cli.run("undo", "2", session=sid)
+    assert (root / ".env").read_text() == "KEY=1\n"
+    assert not (root / "build" / "out.txt").exists()
+
+
+def test_a_write_over_the_size_limit_says_it_cannot_be_undone(cli: Any, root: Path) -> None:
+    (root / "data.bin").write_text("small\n")
+    sid = cli.new_session()
+    env = cli.env(sid, EARSHOT_MAX_FILE_SIZE="1K")
+    ran = cli.run("write", "data.bin", "--json", stdin="x" * 4096, session=sid, env=env)
+    (result,) = ran.json()["results"]
+    assert result["ok"] and "undo cannot take this write back" in result["warning"]
+    text = cli.run("write", "data.bin", stdin="y" * 4096, session=sid, env=env)
+    assert "undo cannot take this write back" in text.stderr
+    undo = cli.run("undo", "--json", session=sid, env=env, expect=3).json()
+    assert undo["restored"] == [] and (root / "data.bin").read_text() == "y" * 4096
+
+
+def test_undo_recreates_the_empty_directories_a_command_removed(
+    cli: Any, root: Path, tree: Picture
+) -> None:
+    (root / "d" / "empty").mkdir(parents=True)
+    (root / "d" / "sub").mkdir()
+    (root / "d" / "f").write_text("f\n")
+    (root / "d" / "sub" / "g").write_text("g\n")
+    (root / "d" / "empty").chmod(0o750)
+    before = tree(root)
+    sid = cli.new_session()
+    cli.run("bash", "rm -rf d", session=sid)
+    cli.run("undo", session=sid)
+    assert tree(root) == before
+    cli.run("redo", session=sid)
+    assert not (root / "d").exists()
+
+
+def test_undo_removes_an_empty_directory_a_command_made(cli: Any, root: Path) -> None:
+    sid = cli.new_session()
+    cli.run("bash", "mkdir -p made/inner", session=sid)
+    cli.run("undo", session=sid)
+    assert not (root / "made").exists()
