@@ -86,6 +86,7 @@ class Harness:
         #: A log of every command and what it said (``--trace``).
         self.trace: Any = None
         self.session = ""
+        self.fresh = 0
         self.root.mkdir(parents=True)
         for i in range(files):
             path = self.root / f"d{i % 50}" / f"f{i}.txt"
@@ -294,10 +295,13 @@ class Harness:
             self.violation(op, f"fsck: {fsck.stdout[-500:]}")
         # 5. Everything listed is restorable byte for byte.
         self._verify_all(op)
-        # 6. A fresh batch and its undo are exact.
+        # 6. A fresh batch (one that surely changes something) and its undo are exact.
         clean = picture(self.root)
-        self.run("bash", self._bash_script())
-        self.run("undo")
+        self.fresh += 1
+        fresh = self.json("bash", f"{self._bash_script()}; echo {self.fresh} > fresh.txt")
+        undo = self.json("undo")
+        if undo["batches"] != [fresh["batch"]]:
+            self.violation(op, f"undo after a fresh batch undid {undo['batches']}")
         if picture(self.root) != clean:
             delta = _delta(clean, picture(self.root))
             self.violation(op, f"a fresh batch's undo was not exact: {delta}")
@@ -305,11 +309,16 @@ class Harness:
     def _check_batch_undo(self, op: str, before: Picture, batch: dict[str, Any]) -> None:
         """A killed batch, once recorded, is undone: every file it changed comes back,
         and only what undo reports as kept (unproven creations) stays."""
+        if not batch["changes"]:
+            return  # killed before it changed anything: undo steps over it, rightly
         undo = self.run("undo", "--json", check=False)
         if undo.returncode not in (0, 3):
             self.violation(op, f"undo of the killed batch failed: {undo.stderr.strip()}")
             return
         doc = json.loads(undo.stdout)
+        if doc["batches"] != [batch["seq"]]:
+            self.violation(op, f"undo of killed batch {batch['seq']} undid {doc['batches']}")
+            return
         kept = {k["path"] for k in doc["kept"]}
         now = picture(self.root)
         for path, entry in before.items():
