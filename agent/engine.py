@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from earshot.cas import faults
+from earshot.cas.backend import WriteBatch
 from earshot.cas.diff import diff_trees
 from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.errors import EarshotError
@@ -205,6 +206,10 @@ class Engine:
         self._written_fresh = False
         #: Paths this batch's writes name: recorded whatever the ignore rules say.
         self._forced: set[str] = set()
+        #: Another session's batch was running when this batch began.
+        self._overlap = False
+        #: When the current batch began (before its first restage).
+        self._started_ns = 0
         #: Interrupted operations (intents) finished by this process before it
         #: began its own work: a command re-run after a kill can tell it is done.
         self.settled: tuple[Intent, ...] = ()
@@ -377,7 +382,18 @@ class Engine:
             held.release()
             raise
         faults.point("intent-begun")
+        self._overlap = self._others_running(held)
         return held
+
+    def _others_running(self, held: Held | None) -> bool:
+        """Whether a batch of another session is running on this root right now."""
+        intents = self.project.intents
+        return any(
+            i.doc.get("session") not in (None, self.session.id)
+            and (held is None or i.id != held.id)
+            and intents.is_live(i)
+            for i in intents.pending()
+        )
 
     # -- calls --------------------------------------------------------------
 
@@ -536,6 +552,7 @@ class Engine:
 
     def run_batch(self, calls: Sequence[Call], labels: Sequence[str] | None = None) -> Outcome:
         """Run the calls of one model turn and record them as one batch."""
+        self._started_ns = time.time_ns()
         self._stale = True
         self._written_fresh = False
         self._forced = set()
@@ -656,8 +673,15 @@ class Engine:
         after.
         """
         now = time.time_ns()
+        overlap = self._overlap or self._others_running(held)
+        self._overlap = False
+        started = held.intent.started_ns if held is not None else now
+        started = min(started, self._started_ns or started)
         faults.point("batch-commit")
         with self.project.store.backend.write() as txn:
+            beside = _ran_beside(txn, self.session.id, started, now) or overlap
+            if beside and kind is BatchKind.CALLS:
+                ledger = _ambiguous(ledger, calls)
             current = get_session(txn, self.session.id) or self.session
             seq = int(held.intent.doc["seq"]) if held is not None else current.next_seq
             anchor = held.intent.doc.get("anchor") if held is not None else None
@@ -728,6 +752,43 @@ def _write_run(calls: Sequence[Call], start: int) -> list[tuple[int, Call]]:
     return run
 
 
+#: The last batches of every session on this root: (session, start, end) in ns.
+_RECENT = b"recent-batches"
+_RECENT_KEEP = 64
+
+
+def _ran_beside(txn: WriteBatch, session: str, started: int, now: int) -> bool:
+    """Whether a batch of another session ended after this one began; notes this one.
+
+    Two agents in one checkout (two terminals, an agent beside earshot chat):
+    what changed while both ran cannot be told apart by diffing trees.
+    """
+    raw = txn.get("meta", _RECENT)
+    try:
+        recent = json.loads(raw) if raw else []
+    except ValueError:
+        recent = []
+    beside = any(
+        isinstance(item, list) and len(item) == 3 and item[0] != session and item[2] > started
+        for item in recent
+    )
+    recent = [*recent[-(_RECENT_KEEP - 1) :], [session, started, now]]
+    txn.put("meta", _RECENT, json.dumps(recent).encode())
+    return beside
+
+
+def _ambiguous(ledger: list[Change], calls: tuple[dict[str, Any], ...]) -> list[Change]:
+    """The ledger of a batch that ran beside another session's: whatever a tree
+    diff found (a command's changes, a restage's) may be the other's."""
+
+    def found_by_diff(line: Change) -> bool:
+        if not isinstance(line.by, int):
+            return True
+        return 0 <= line.by < len(calls) and calls[line.by].get("tool") == "bash"
+
+    return [replace(line, ambiguous=True) if found_by_diff(line) else line for line in ledger]
+
+
 def merge_ledger(lines: list[Change]) -> list[Change]:
     """One line per path: the first line's before, the last line's after."""
     merged: dict[str, Change] = {}
@@ -737,7 +798,8 @@ def merge_ledger(lines: list[Change]) -> list[Change]:
             merged[line.path] = line
         else:
             by = prior.by if prior.by == line.by else line.by
-            merged[line.path] = Change(line.path, prior.before, line.after, by)
+            ambiguous = prior.ambiguous or line.ambiguous
+            merged[line.path] = Change(line.path, prior.before, line.after, by, ambiguous)
     return [c for c in merged.values() if c.before != c.after]
 
 

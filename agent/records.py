@@ -103,19 +103,29 @@ class Change:
     before: State | None
     after: State | None
     by: int | str
+    #: A batch of another session ran at the same time on this root: this
+    #: change may be its. Undo deletes an ambiguous creation only with --force.
+    ambiguous: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "path": self.path,
             "before": None if self.before is None else self.before.to_json(),
             "after": None if self.after is None else self.after.to_json(),
             "by": self.by,
         }
+        if self.ambiguous:
+            doc["ambiguous"] = True
+        return doc
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> Change:
         return Change(
-            doc["path"], State.from_json(doc["before"]), State.from_json(doc["after"]), doc["by"]
+            doc["path"],
+            State.from_json(doc["before"]),
+            State.from_json(doc["after"]),
+            doc["by"],
+            bool(doc.get("ambiguous", False)),
         )
 
 

@@ -103,6 +103,8 @@ class Impact:
     kept: list[tuple[str, str]] = field(default_factory=list)
     removed_dirs: list[str] = field(default_factory=list)
     record: int | None = None
+    #: Conflicts that are creations another session may have made (--force deletes).
+    ambiguous: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -127,6 +129,8 @@ class _Step:
     expect: State | None
     restore_to: State | None
     by_call: bool
+    #: A batch of another session ran beside it: the change may be that one's.
+    ambiguous: bool = False
 
 
 def _steps(batches: list[Batch]) -> list[_Step]:
@@ -138,7 +142,13 @@ def _steps(batches: list[Batch]) -> list[_Step]:
             first.setdefault(line.path, line)
             last[line.path] = line
     return [
-        _Step(path, last[path].after, first[path].before, isinstance(first[path].by, int))
+        _Step(
+            path,
+            last[path].after,
+            first[path].before,
+            isinstance(first[path].by, int),
+            first[path].ambiguous,
+        )
         for path in sorted(first)
     ]
 
@@ -447,6 +457,11 @@ class Reverter:
                         impact.kept.append((step.path, NOT_BY_A_CALL))
                     elif current != step.expect:
                         impact.conflicts.append(step.path)
+                    elif step.ambiguous and not force:
+                        # Another session's batch ran at the same time and may
+                        # have made it: deleted only with --force.
+                        impact.conflicts.append(step.path)
+                        impact.ambiguous.append(step.path)
                     elif current is not None and current.kind is Kind.DIR:
                         plan.rmdirs.append(step.path)  # only if still empty then
                         impact.deleted.append(step.path)

@@ -31,6 +31,7 @@ def change_doc(change: Change) -> dict[str, Any]:
         "before_mode": f"{change.before.mode:o}" if change.before else None,
         "after_mode": f"{change.after.mode:o}" if change.after else None,
         "by": change.by,
+        "ambiguous": change.ambiguous,
     }
 
 
@@ -150,6 +151,7 @@ def impact(result: Impact, what: str, dry_run: bool) -> tuple[dict[str, Any], st
         "restored": result.restored,
         "deleted": result.deleted,
         "conflicts": result.conflicts,
+        "ambiguous": result.ambiguous,
         "kept": [{"path": p, "reason": r} for p, r in result.kept],
         "removed_dirs": result.removed_dirs,
         "dry_run": dry_run,
@@ -169,8 +171,15 @@ def impact_lines(result: Impact, what: str, dry_run: bool) -> list[str]:
     lines += [f"  {verb}restore {quote_path(p)}" for p in result.restored]
     lines += [f"  {verb}delete  {quote_path(p)}" for p in result.deleted]
     lines += [f"  {verb}rmdir   {quote_path(p + '/')}" for p in result.removed_dirs]
+    shared = set(result.ambiguous)
     lines += [
-        f"  conflict {quote_path(p)}: changed since the batch; left alone (--force overwrites)"
+        f"  conflict {quote_path(p)}: "
+        + (
+            "another session ran at the same time and may have made it; left alone "
+            "(--force deletes)"
+            if p in shared
+            else "changed since the batch; left alone (--force overwrites)"
+        )
         for p in result.conflicts
     ]
     lines += [f"  kept    {quote_path(p)}: {one_line(r)}" for p, r in result.kept]

@@ -89,3 +89,39 @@ def test_undo_removes_an_empty_directory_a_command_made(cli: Any, root: Path) ->
     cli.run("bash", "mkdir -p made/inner", session=sid)
     cli.run("undo", session=sid)
     assert not (root / "made").exists()
+
+
+def test_changes_made_while_another_session_ran_are_ambiguous_and_never_deleted(
+    cli: Any, root: Path, tmp_path: Path
+) -> None:
+    import subprocess
+    import time
+
+    s1, s2 = cli.new_session(), cli.new_session()
+    started = tmp_path / "s1-started"
+    slow = subprocess.Popen(
+        [
+            str(Path(os.sys.executable).parent / "earshot"),
+            "bash",
+            f"echo A > a1; touch {started}; sleep 1.5; echo A2 > a2",
+        ],
+        cwd=root,
+        env=cli.env(s1),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    cli.run("bash", "echo B > b1", session=s2)
+    assert slow.wait(timeout=30) == 0
+    one = cli.run("log", "--json", session=s1).json()["batches"][0]
+    assert {c["path"] for c in one["changes"] if c["ambiguous"]} >= {"b1"}
+    undo = cli.run("undo", "--json", session=s1, expect=3).json()
+    assert "b1" in undo["ambiguous"] and "b1" in undo["conflicts"]
+    assert (root / "b1").read_text() == "B\n"  # S2's file: never deleted by S1's undo
+    two = cli.run("undo", "--json", session=s2, expect=3).json()
+    assert "b1" in two["ambiguous"]
+    assert (root / "b1").exists()
+    cli.run("undo", "--force", session=s1)  # asked for: the creations go
+    assert not (root / "a1").exists() and not (root / "a2").exists()
