@@ -87,6 +87,7 @@ class Harness:
         self.trace: Any = None
         self.session = ""
         self.fresh = 0
+        self.changes = 0
         self.root.mkdir(parents=True)
         for i in range(files):
             path = self.root / f"d{i % 50}" / f"f{i}.txt"
@@ -133,10 +134,14 @@ class Harness:
     # -- the operations -----------------------------------------------------------
 
     def _bash_script(self) -> str:
+        """A command that changes many files, and surely one (else undo, rightly,
+        would step over its batch and revert an older one)."""
         a, b = self.rng.randrange(50), self.rng.randrange(50)
+        self.changes += 1
         return (
             f"for f in d{a}/*; do echo changed >> $f; done; rm -rf d{b}; "
-            f"mkdir -p new{a}; for i in $(seq 300); do echo $i > new{a}/n$i; done"
+            f"mkdir -p new{a}; for i in $(seq 300); do echo $i > new{a}/n$i; done; "
+            f"echo {self.changes} >> churn.txt"
         )
 
     def _exec_calls(self) -> str:
