@@ -169,10 +169,13 @@ class Batch:
     #: The conversation log's leaf when the batch began: where it hangs in the
     #: conversation even if its link in the log was lost.
     anchor: str | None = None
+    #: How many ledger lines it has, when read without them (``ledgers=False``);
+    #: -1: the ledger itself is here.
+    changes: int = -1
 
     @property
     def changed(self) -> bool:
-        return bool(self.ledger)
+        return self.changes > 0 if self.changes >= 0 else bool(self.ledger)
 
     @property
     def undoable(self) -> bool:
@@ -197,7 +200,10 @@ class Batch:
         }
 
     @staticmethod
-    def from_json(doc: dict[str, Any]) -> Batch:
+    def from_json(doc: dict[str, Any], ledger: bool = True) -> Batch:
+        """A batch from its record; without ``ledger`` its lines are only counted
+        (a ledger of 50,000 paths takes a second to turn into objects)."""
+
         def digest(text: str | None) -> Digest | None:
             return Digest(bytes.fromhex(text)) if text else None
 
@@ -209,7 +215,8 @@ class Batch:
             calls=tuple(doc["calls"]),
             before=digest(doc["before"]),
             after=digest(doc["after"]),
-            ledger=tuple(Change.from_json(c) for c in doc["ledger"]),
+            ledger=tuple(Change.from_json(c) for c in doc["ledger"]) if ledger else (),
+            changes=-1 if ledger else len(doc["ledger"]),
             folded=bool(doc.get("folded", False)),
             targets=tuple(doc.get("targets", ())),
             undone_by=doc.get("undone_by"),
@@ -262,16 +269,18 @@ def _batch_name(key: bytes) -> str:
     return f"batch {int.from_bytes(seq, 'big')} of session {session.decode(errors='replace')}"
 
 
-def _load(cls: Any, key: bytes, value: bytes, what: str) -> Any:
+def _load(cls: Any, key: bytes, value: bytes, what: str, **options: Any) -> Any:
     """A record from its sealed JSON; ``CorruptRecord`` for anything that does not fit."""
     doc = unseal_json(key, value, what)
     try:
-        return cls.from_json(doc)
+        return cls.from_json(doc, **options)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptRecord(what, f"sealed, but not a record: {exc!r}") from None
 
 
 def put_batch(batch_writer: WriteBatch, batch: Batch) -> None:
+    if batch.changes >= 0:  # read without its ledger: writing it would drop the ledger
+        raise ValueError(f"batch {batch.seq} was read without its ledger; not written back")
     key = _batch_key(batch.session, batch.seq)
     batch_writer.put("batches", key, seal_json(key, batch.to_json()))
 
@@ -282,10 +291,12 @@ def get_batch(view: ReadView, session: str, seq: int) -> Batch | None:
     return None if raw is None else _load(Batch, key, raw, _batch_name(key))
 
 
-def session_batches(view: ReadView, session: str) -> list[Batch]:
-    """A session's batches in sequence order."""
+def session_batches(view: ReadView, session: str, ledgers: bool = True) -> list[Batch]:
+    """A session's batches in sequence order (without ``ledgers``: lines only counted)."""
     prefix = session.encode() + b"/"
-    return [_load(Batch, k, v, _batch_name(k)) for k, v in view.items("batches", prefix)]
+    return [
+        _load(Batch, k, v, _batch_name(k), ledger=ledgers) for k, v in view.items("batches", prefix)
+    ]
 
 
 def delete_session_batches(batch_writer: WriteBatch, session: str) -> int:

@@ -39,7 +39,7 @@ from earshot.cas.restore import Applier, RestorePlan, remove_temp_files, verify_
 from earshot.cas.tree import Kind, TreeEntry
 
 from .engine import Engine
-from .records import Batch, BatchKind, Change, State, session_batches
+from .records import Batch, BatchKind, Change, State, get_batch, session_batches
 
 
 class NothingToUndo(EarshotError):
@@ -171,8 +171,16 @@ class Reversal:
 
 
 def _history(engine: Engine) -> list[Batch]:
+    """The session's batches, their ledgers only counted: the revert reads the
+    ledgers of just the batches it reverts."""
     with engine.project.store.backend.read() as view:
-        return session_batches(view, engine.session.id)
+        return session_batches(view, engine.session.id, ledgers=False)
+
+
+def _full(engine: Engine, batches: list[Batch]) -> list[Batch]:
+    """The same batches with their ledgers."""
+    found = _batches(engine, [b.seq for b in batches])
+    return [found[b.seq] for b in batches if b.seq in found]
 
 
 def _tree_of(project: Project, snapshot: Digest | None) -> Digest | None:
@@ -249,7 +257,7 @@ def undo(engine: Engine, count: int = 1, force: bool = False, dry_run: bool = Fa
         if count > len(candidates):
             raise TooFewBatches(count, len(candidates))
         call: dict[str, Any] = {"tool": "undo", "count": count}
-        rev = _undo_reversal(engine, candidates[-count:], BatchKind.UNDO, call)
+        rev = _undo_reversal(engine, _full(engine, candidates[-count:]), BatchKind.UNDO, call)
         return _revert(engine, rev, force=force, dry_run=dry_run)
 
 
@@ -275,7 +283,7 @@ def undo_batches(
         if not targets:
             raise NothingToUndo("restore")
         call: dict[str, Any] = {"tool": kind.value, "batches": sorted(wanted)}
-        rev = _undo_reversal(engine, targets, kind, call)
+        rev = _undo_reversal(engine, _full(engine, targets), kind, call)
         return _revert(engine, rev, force=force, dry_run=dry_run, then=then)
 
 
@@ -290,7 +298,8 @@ def redo(engine: Engine, force: bool = False, dry_run: bool = False) -> Impact:
         ]
         if not undos:
             raise NothingToUndo("redo")
-        return _revert(engine, _redo_reversal(engine, undos[-1]), force=force, dry_run=dry_run)
+        (last,) = _full(engine, undos[-1:])
+        return _revert(engine, _redo_reversal(engine, last), force=force, dry_run=dry_run)
 
 
 def finish_revert(engine: Engine, held: Held, then: Held | None = None) -> Impact:
@@ -305,7 +314,7 @@ def finish_revert(engine: Engine, held: Held, then: Held | None = None) -> Impac
     kind = BatchKind(held.intent.kind)
     targets = [int(t) for t in doc.get("targets", [])]
     with project_lock(engine.project):
-        history = {b.seq: b for b in _history(engine)}
+        history = _batches(engine, targets)
         if kind is BatchKind.REDO:
             rev = _redo_reversal(engine, history[targets[0]])
         else:
@@ -373,8 +382,7 @@ def _revert(
         engine.end_own_changes()
         done = set(impact.restored) | set(impact.deleted) | done_before
         ledger = _self_ledger(project, first_before, after, done)
-        with project.store.backend.read() as view:
-            history = {b.seq: b for b in session_batches(view, engine.session.id)}
+        history = _batches(engine, _marked(rev, project, engine.session.id))
         batch = engine.record(
             rev.kind,
             (rev.call,),
@@ -392,6 +400,28 @@ def _revert(
         raise
     impact.record = batch.seq
     return impact
+
+
+def _marked(rev: Reversal, project: Project, session: str) -> list[int]:
+    """The batches whose records a revert's marks read: its targets, and a redo's undo's."""
+    seqs = list(rev.targets)
+    if rev.kind is BatchKind.REDO:
+        with project.store.backend.read() as view:
+            undone = get_batch(view, session, rev.targets[0])
+        if undone is not None:
+            seqs += list(undone.targets)
+    return seqs
+
+
+def _batches(engine: Engine, seqs: list[int]) -> dict[int, Batch]:
+    """Some batches of the session, by number (not the whole history: ledgers are big)."""
+    out = {}
+    with engine.project.store.backend.read() as view:
+        for seq in seqs:
+            batch = get_batch(view, engine.session.id, seq)
+            if batch is not None:
+                out[seq] = batch
+    return out
 
 
 def _dirs(paths: list[str]) -> list[str]:
