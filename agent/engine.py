@@ -488,6 +488,7 @@ class Engine:
         except OSError as exc:  # the shell itself could not start
             return CallResult(index, "bash", False, error=_reason(exc)), False, None
         result = CallResult(index, "bash", True, output=ran.output, exit_code=ran.returncode)
+        faults.point("batch-command")
         seen = self._seen()
         assert pre is not None
         by = index if exact_pre else BY_RESTAGE

@@ -5,9 +5,10 @@ A crash test must make its crash happen where it says, and know that it did.
 early flush of objects, a commit, a write into the tree); it does nothing
 unless ``$EARSHOT_FAULTS`` names the site:
 
-    EARSHOT_FAULTS="site[@N][=action],..."
+    EARSHOT_FAULTS="site[@N[+]][=action],..."
 
-``N`` is which arrival at the site fires (default 1); ``action`` is ``kill``
+``N`` is which arrival at the site fires (default 1; ``N+``: that one and
+every one after it, a disk that stays full); ``action`` is ``kill``
 (SIGKILL to this process, the default), ``term`` (SIGTERM), ``enospc`` or
 ``eio`` (raise that OSError there). Before firing, the point writes
 ``earshot-fault: SITE`` to stderr, so a test can assert where the crash was.
@@ -24,19 +25,21 @@ ENV = "EARSHOT_FAULTS"
 _ACTIONS = ("kill", "term", "enospc", "eio")
 
 
-def _parse(text: str) -> dict[str, tuple[int, str]]:
-    plan: dict[str, tuple[int, str]] = {}
+def _parse(text: str) -> dict[str, tuple[int, bool, str]]:
+    plan: dict[str, tuple[int, bool, str]] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         site, _, action = item.partition("=")
         site, _, nth = site.partition("@")
         action = action or "kill"
+        onward = nth.endswith("+")
+        nth = nth.removesuffix("+")
         if action not in _ACTIONS or (nth and not nth.isdigit()):
-            raise ValueError(f"{ENV}: cannot read {item!r} (site[@N][=kill|term|enospc|eio])")
-        plan[site] = (int(nth or 1), action)
+            raise ValueError(f"{ENV}: cannot read {item!r} (site[@N[+]][=kill|term|enospc|eio])")
+        plan[site] = (int(nth or 1), onward, action)
     return plan
 
 
-def _load() -> dict[str, tuple[int, str]] | None:
+def _load() -> dict[str, tuple[int, bool, str]] | None:
     try:
         return _parse(os.environ.get(ENV, "")) or None
     except ValueError as exc:
@@ -52,7 +55,9 @@ def armed(site: str) -> bool:
     """Whether the next arrival at ``site`` fires (to set up a torn write, say)."""
     if _PLAN is None or site not in _PLAN:
         return False
-    return _SEEN.get(site, 0) + 1 == _PLAN[site][0]
+    nth, onward, _action = _PLAN[site]
+    arrival = _SEEN.get(site, 0) + 1
+    return arrival == nth or (onward and arrival > nth)
 
 
 def point(site: str) -> None:
@@ -61,8 +66,8 @@ def point(site: str) -> None:
         return
     count = _SEEN.get(site, 0) + 1
     _SEEN[site] = count
-    nth, action = _PLAN[site]
-    if count != nth:
+    nth, onward, action = _PLAN[site]
+    if count != nth and not (onward and count > nth):
         return
     os.write(2, f"earshot-fault: {site}\n".encode())
     if action == "kill":

@@ -89,11 +89,11 @@ def test_1_fsck_reports_a_stat_cache_record_naming_a_missing_object_and_repair_d
 
 
 @contextlib.contextmanager
-def _small_disk(path: Path, megabytes: int) -> Iterator[bool]:
+def _small_disk(path: Path, megabytes: int, real: bool = True) -> Iterator[bool]:
     """A tmpfs of that size at ``path`` (True), or a plain directory (False) where
-    this machine does not let the test mount one."""
+    this machine does not let the test mount one, or ``real`` is off."""
     path.mkdir()
-    mounted = (
+    mounted = real and (
         subprocess.run(
             ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(path)],
             capture_output=True,
@@ -108,17 +108,21 @@ def _small_disk(path: Path, megabytes: int) -> Iterator[bool]:
             subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+@pytest.mark.parametrize("disk", ["tmpfs", "injected"])
 def test_2_a_full_store_disk_mid_batch_is_recorded_later_never_as_nothing(
-    cli: Any, root: Path, tmp_path: Path
+    cli: Any, root: Path, tmp_path: Path, disk: str
 ) -> None:
-    with _small_disk(tmp_path / "small", 20) as mounted:
+    # A real 20 MiB tmpfs where the machine lets the test mount one; and an
+    # ENOSPC injected at the commit of the state after the command (the 3rd of
+    # the process: the state before, the intent, the state after).
+    with _small_disk(tmp_path / "small", 20, real=disk == "tmpfs") as mounted:
         cli = type(cli)(tmp_path / "small" / "home", root)
         for name in ("keep1", "keep2", "keep3"):
             (root / name).write_text(f"{name}\n")
         sid = cli.new_session()
         cli.run("write", "first.txt", stdin="first\n", session=sid)
         command = "rm keep1 keep2; echo mod > keep3; head -c 30000000 /dev/urandom > big"
-        env = cli.env(sid) if mounted else cli.env(sid, EARSHOT_FAULTS="batch-command=enospc")
+        env = cli.env(sid) if mounted else cli.env(sid, EARSHOT_FAULTS="store-commit@3=enospc")
         ran = cli.run("bash", command, expect=1, env=env)
         assert "no space left on the device holding the store at" in ran.stderr, str(ran)
         assert "batch 2 ran but is not recorded yet" in ran.stderr
@@ -126,7 +130,9 @@ def test_2_a_full_store_disk_mid_batch_is_recorded_later_never_as_nothing(
         # Never "changed nothing": the log shows it as interrupted, undo refuses.
         log = cli.run("log", session=sid)
         assert "interrupted" in log.stderr and "batch 2" in log.stderr, str(log)
-        refused = cli.run("undo", session=sid, expect=1, env=env if not mounted else None)
+        # Still full: in the injected case every commit now fails.
+        full = None if mounted else cli.env(sid, EARSHOT_FAULTS="store-commit@1+=enospc")
+        refused = cli.run("undo", session=sid, expect=1, env=full)
         assert "batch 2 of this session" in refused.stderr, str(refused)
         assert (root / "first.txt").exists()  # batch 1 was not undone instead
         assert not (root / "keep1").exists()
@@ -372,3 +378,29 @@ def test_6_a_torn_batch_link_still_leaves_the_batch_in_rewind(cli: Any, root: Pa
     assert dry["batches"] == [1, 2], dry
     cli.run("rewind", "1", "--code", session=sid)
     assert not (root / "one.txt").exists() and not (root / "two.txt").exists()
+
+
+def test_4_an_interrupted_batch_never_has_undo_delete_what_no_note_proves_a_call_made(
+    cli: Any, root: Path
+) -> None:
+    # Killed after the command ran, before its changes were recorded: the
+    # next command records them, but only notes can tie a creation to a
+    # call, and the person may have made files since the kill.
+    (root / "old.txt").write_text("old\n")
+    sid = cli.new_session()
+    killed = cli.run(
+        "bash",
+        "echo x > made.txt; rm old.txt",
+        session=sid,
+        expect=None,
+        env=cli.env(sid, EARSHOT_FAULTS="batch-command"),
+    )
+    _killed(killed, "batch-command")
+    (root / "mine.txt").write_text("the person's\n")  # after the kill
+    undo = cli.run("undo", "--json", session=sid, expect=3)
+    assert "recorded interrupted batch 1" in undo.stderr
+    doc = undo.json()
+    assert doc["restored"] == ["old.txt"]
+    assert sorted(k["path"] for k in doc["kept"]) == ["made.txt", "mine.txt"]
+    assert (root / "mine.txt").exists() and (root / "made.txt").exists()
+    assert (root / "old.txt").read_text() == "old\n"
