@@ -3,7 +3,8 @@
 An ``earshot exec`` batch of N write_file calls, and an ``earshot undo`` of a
 command that deleted N files, at N, 2N, 4N, ... Each is timed beside
 ``cp -a`` of the same files (the least any tool must spend writing them), in
-one run, alternating, median and min-max of ``--repeat`` runs. Linear work
+one run, alternating, median and min-max of ``--repeat`` runs; ``sync``
+before each timed command, so neither pays for the other's writeback. Linear work
 shows as a ratio to ``cp -a`` that stays flat as N grows, and a time per
 file that stays flat.
 
@@ -58,6 +59,7 @@ def _make_files(top: Path, count: int) -> None:
 def _cp(src: Path, work: Path) -> float:
     dst = work / "copy"
     shutil.rmtree(dst, ignore_errors=True)
+    os.sync()  # no earlier writeback in the figure
     start = time.perf_counter()
     subprocess.run(["cp", "-a", str(src), str(dst)], check=True)
     elapsed = time.perf_counter() - start
@@ -82,6 +84,7 @@ def writes_once(exe: str, work: Path, count: int) -> tuple[float, float]:
         for i in range(count)
     ]
     data = json.dumps(calls).encode()
+    os.sync()
     start = time.perf_counter()
     _earshot(exe, root, home, "exec", "--session", session, stdin=data)
     took = time.perf_counter() - start
@@ -98,6 +101,7 @@ def undo_once(exe: str, work: Path, count: int) -> tuple[float, float]:
     copy_time = _cp(root, work)
     session = json.loads(_earshot(exe, root, home, "session", "new", "--json"))["id"]
     _earshot(exe, root, home, "bash", "--session", session, "rm -rf d*")
+    os.sync()
     start = time.perf_counter()
     _earshot(exe, root, home, "undo", "--session", session)
     took = time.perf_counter() - start
