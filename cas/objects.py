@@ -298,6 +298,7 @@ class ObjectWriter(ObjectReader):
         if self._unflushed >= FLUSH_BYTES:
             faults.point("object-flush")
             self.batch.flush(OBJECT_TABLES)
+            faults.point("object-flushed")
             self._unflushed = 0
 
     def put_blob(self, data: bytes | memoryview) -> Digest:

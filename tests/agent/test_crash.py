@@ -50,10 +50,11 @@ def test_1_a_kill_during_a_snapshot_never_poisons_a_later_checkpoint(
     # Over 64 MiB of incompressible content: the snapshot flushes objects early.
     _random_tree(root, 70, 100, 10 * 1024)
     before = tree(root)
-    ran = cli.run(
-        "snapshot", "-m", "killed", expect=None, env=cli.env(EARSHOT_FAULTS=f"object-flush={how}")
-    )
-    _killed(ran, "object-flush", signal.SIGKILL if how == "kill" else signal.SIGTERM)
+    # Killed right after the first early flush committed: objects are in, and
+    # nothing naming one still in flight may be.
+    faults = cli.env(EARSHOT_FAULTS=f"object-flushed={how}")
+    ran = cli.run("snapshot", "-m", "killed", expect=None, env=faults)
+    _killed(ran, "object-flushed", signal.SIGKILL if how == "kill" else signal.SIGTERM)
     assert cli.run("fsck").rc == 0
     sid = cli.new_session()
     rm = cli.json("bash", "rm -rf dir*", session=sid)
@@ -388,6 +389,7 @@ def test_4_an_interrupted_batch_never_has_undo_delete_what_no_note_proves_a_call
     # call, and the person may have made files since the kill.
     (root / "old.txt").write_text("old\n")
     sid = cli.new_session()
+    cli.run("write", "first.txt", stdin="first\n", session=sid)
     killed = cli.run(
         "bash",
         "echo x > made.txt; rm old.txt",
@@ -398,9 +400,13 @@ def test_4_an_interrupted_batch_never_has_undo_delete_what_no_note_proves_a_call
     _killed(killed, "batch-command")
     (root / "mine.txt").write_text("the person's\n")  # after the kill
     undo = cli.run("undo", "--json", session=sid, expect=3)
-    assert "recorded interrupted batch 1" in undo.stderr
+    assert "recorded interrupted batch 2" in undo.stderr
     doc = undo.json()
     assert doc["restored"] == ["old.txt"]
     assert sorted(k["path"] for k in doc["kept"]) == ["made.txt", "mine.txt"]
     assert (root / "mine.txt").exists() and (root / "made.txt").exists()
     assert (root / "old.txt").read_text() == "old\n"
+    # What undo keeps as unproven stays kept: the batch counts as undone, and
+    # the next undo goes one step further back.
+    again = cli.run("undo", "--json", session=sid).json()
+    assert again["batches"] == [1] and not (root / "first.txt").exists()
