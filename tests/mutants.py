@@ -1,0 +1,149 @@
+"""Mutation check of the safety rules: break one check at a time, run the tests that should fail.
+
+Each mutant replaces a line of a safety check (undo's "made by a call" rule,
+what undo does not hold, ambiguity, the order of early flushes, sealed
+records, intents, the command's process group, ...) and runs the tests named
+for it; a mutant the tests let through is a check no test guards.
+
+    python tests/mutants.py            # all; prints KILLED or SURVIVED per mutant
+    python tests/mutants.py 3 7        # some
+
+It edits the source in place and puts it back; run it on a clean checkout.
+"""
+
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MUTANTS = [
+    (
+        "agent/undo.py",
+        "if not step.by_call and rev.deletions_need_call:",
+        "if False:",
+        "tests/agent/test_crash.py -k no_note",
+    ),
+    (
+        "agent/undo.py",
+        "if step.restore_to is not None and not step.restore_to.recorded:",
+        "if False:",
+        "tests/agent/test_fidelity_undo.py",
+    ),
+    (
+        "agent/undo.py",
+        "if current is not None and not current.recorded:",
+        "if False:",
+        "tests/agent/test_fidelity_undo.py",
+    ),
+    (
+        "agent/undo.py",
+        "elif step.ambiguous and not force:",
+        "elif False:",
+        "tests/agent/test_fidelity_undo.py -k another_session",
+    ),
+    (
+        "agent/engine.py",
+        "    return beside\n",
+        "    return False\n",
+        "tests/agent/test_fidelity_undo.py -k another_session",
+    ),
+    (
+        "agent/recovery.py",
+        "        return proof[0]\n",
+        "        return BY_RESTAGE\n",
+        "tests/agent/test_crash.py -k killed_exec",
+    ),
+    (
+        "agent/recovery.py",
+        "    return BY_RESTAGE\n\n\ndef finish_batch",
+        "    return 0\n\n\ndef finish_batch",
+        "tests/agent/test_crash.py -k no_note",
+    ),
+    (
+        "cas/objects.py",
+        "self.batch.flush(OBJECT_TABLES)\n            faults",
+        "self.batch.flush()\n            faults",
+        "tests/agent/test_crash.py -k test_1_a_kill",
+    ),
+    (
+        "cas/sealed.py",
+        "    if value[2 : 2 + _MAC_SIZE] != _mac(key, payload):\n        raise CorruptRecord(what)",
+        "    pass",
+        "tests/agent/test_crash.py -k test_5",
+    ),
+    (
+        "agent/undo.py",
+        "def _refuse_if_unrecorded(engine: Engine) -> None:\n",
+        "def _refuse_if_unrecorded(engine: Engine) -> None:\n    return\n",
+        "tests/agent/test_crash.py -k test_2",
+    ),
+    (
+        "cas/restage.py",
+        "or rel in forced.paths or leads",
+        "or leads",
+        "tests/agent/test_fidelity_undo.py -k ignored",
+    ),
+    (
+        "agent/engine.py",
+        "                end_intent(txn, held.intent)\n",
+        "                pass\n",
+        "tests/agent/test_crash.py -k test_3",
+    ),
+    (
+        "agent/command.py",
+        "        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)",
+        "        pass",
+        "tests/agent/test_crash.py -k whose_earshot",
+    ),
+    (
+        "agent/recovery.py",
+        '            stop_orphaned_group(int(note["pgid"]), note.get("start"))',
+        "            pass",
+        "tests/agent/test_crash.py -k whose_earshot",
+    ),
+    (
+        "agent/undo.py",
+        "            marks=_marks(rev, history, impact),",
+        "            marks=None,",
+        "tests/agent/test_undo.py",
+    ),
+    (
+        "agent/undo.py",
+        "NOT_BY_A_CALL}",
+        "''}",
+        "tests/agent/test_crash_harness.py tests/agent/test_crash.py -k no_note",
+    ),
+]
+only = set(int(a) for a in sys.argv[1:])
+for i, (f, old, new, tests) in enumerate(MUTANTS):
+    if only and i not in only:
+        continue
+    path = ROOT / f
+    src = path.read_text()
+    if old not in src:
+        print(f"{i} MISSING {f}: {old[:50]!r}", flush=True)
+        continue
+    path.write_text(src.replace(old, new, 1))
+    try:
+        r = subprocess.run(
+            [
+                str(ROOT / ".venv/bin/python"),
+                "-m",
+                "pytest",
+                "-x",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                *tests.split(),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        print(
+            f"{i} {'KILLED' if r.returncode else 'SURVIVED'} {f}: {old.strip()[:60]!r} [{tests}]",
+            flush=True,
+        )
+    finally:
+        path.write_text(src)
