@@ -5,7 +5,8 @@ shell and whatever it started) can be signalled at once:
 
 - SIGINT, SIGTERM or SIGHUP to earshot while the command runs is passed on
   to the group, and the command's end is awaited (a second signal kills the
-  group); the caller then records the batch as usual and exits 128+signal.
+  group, and so do 5 s after a SIGTERM or SIGHUP it ignores); the caller
+  then records the batch as usual and exits 128+signal.
 - If earshot itself is killed (SIGKILL, a crash), the shell gets SIGKILL from
   the kernel (``PR_SET_PDEATHSIG``), and whatever it started is still in the
   group: the group id and the shell's start time are written into the
@@ -30,6 +31,8 @@ from dataclasses import dataclass
 from types import FrameType
 
 _PR_SET_PDEATHSIG = 1
+#: How long a command may outlive a SIGTERM or SIGHUP passed on to it.
+GRACE_S = 5.0
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -126,11 +129,24 @@ def run_command(
         preexec_fn=_before_exec(on_start),
     )
     received: list[int] = []
+    since = 0.0
     with _forwarding(proc.pid, received):
         while True:
             try:
-                out, err = proc.communicate()
+                # A wait that wakes up: a signal's handler cannot cut a wait
+                # short (PEP 475), and a command that ignores a SIGTERM or
+                # SIGHUP passed on to it is killed after a grace period
+                # rather than waited on forever.
+                out, err = proc.communicate(timeout=0.25)
                 break
+            except subprocess.TimeoutExpired:
+                if not received:
+                    continue
+                since = since or time.monotonic()
+                stubborn = received[0] in (signal.SIGTERM, signal.SIGHUP)
+                if stubborn and time.monotonic() - since > GRACE_S:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)
             except KeyboardInterrupt:  # a handler installed elsewhere raised it
                 received.append(signal.SIGINT)
                 with contextlib.suppress(ProcessLookupError):

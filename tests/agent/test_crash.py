@@ -282,6 +282,35 @@ def test_4_a_command_whose_earshot_was_killed_is_stopped_and_its_batch_recorded(
     assert first["interrupted"] and [c["path"] for c in first["changes"]] == ["made.txt"]
 
 
+def _default_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def test_4_a_command_that_ignores_sigterm_is_killed_after_a_grace_period(
+    cli: Any, root: Path, tmp_path: Path
+) -> None:
+    sid = cli.new_session()
+    ready = tmp_path / "ready"
+    script = f"trap '' TERM; echo made > made.txt; echo x > {ready}; sleep 60"
+    with subprocess.Popen(
+        [str(EARSHOT), "bash", script],
+        cwd=root,
+        env=cli.env(sid),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_default_signals,
+    ) as proc:
+        _wait_for(ready)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert 4 < time.monotonic() - start < 20  # the grace period, then the kill
+    (batch,) = cli.json("log", session=sid)["batches"]
+    assert [c["path"] for c in batch["changes"]] == ["made.txt"]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_4_a_signal_to_earshot_is_passed_to_the_command_and_the_batch_recorded(
     cli: Any, root: Path, tmp_path: Path, sig: int
@@ -294,6 +323,9 @@ def test_4_a_signal_to_earshot_is_passed_to_the_command_and_the_batch_recorded(
         env=cli.env(sid),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        # As from a terminal: the signals at their defaults, whatever runs the
+        # tests (nohup ignores SIGHUP; a background job ignores SIGINT).
+        preexec_fn=_default_signals,
     )
     _wait_for(ready)
     proc.send_signal(sig)
