@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +16,62 @@ from hypothesis import settings
 # Fixed and reproducible: the same examples on every run, no example database.
 settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: with either, a process reads a
+# chmod-000 file whatever its mode (root, as CI runs).
+_DAC_CAPS = (1 << 1) | (1 << 2)
+_CHILD = "EARSHOT_TEST_WITHOUT_DAC_OVERRIDE"
+
+
+def _has_dac_override() -> bool:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) & _DAC_CAPS)
+    except OSError:
+        pass
+    return os.geteuid() == 0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A test marked ``without_dac_override`` that would run with the power to
+    read any file is run again in a child whose capability bounding set lacks
+    it (``setpriv``), so an unreadable file is unreadable even as root; the
+    child's pass or fail is the test's."""
+    if pyfuncitem.get_closest_marker("without_dac_override") is None:
+        return None
+    if not _has_dac_override():
+        return None
+    assert _CHILD not in os.environ, "setpriv left this child able to read any file"
+    setpriv = shutil.which("setpriv")
+    assert setpriv is not None, "running as root needs setpriv (util-linux) for this test"
+    child = subprocess.run(
+        [
+            setpriv,
+            "--bounding-set=-dac_override,-dac_read_search",
+            "--inh-caps=-dac_override,-dac_read_search",
+            "--",
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            pyfuncitem.nodeid,
+        ],
+        cwd=pyfuncitem.config.rootpath,
+        env={**os.environ, _CHILD: "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert child.returncode == 0 and "1 passed" in child.stdout, child.stdout + child.stderr
+    return True
 
 
 @pytest.fixture

@@ -482,7 +482,7 @@ def test_file_over_the_size_limit_is_unrecorded_and_never_overwritten_or_deleted
     assert {p for p, _ in restored.plan.skipped} == {"grows", "new-big"}
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file whatever its mode")
+@pytest.mark.without_dac_override
 def test_unreadable_file_is_unrecorded_and_left_alone_by_restore(
     root: Path, open_project: OpenProject
 ) -> None:

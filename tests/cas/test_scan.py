@@ -214,7 +214,7 @@ def test_scan_records_a_fifo_as_unrecorded_special_and_does_not_block(
     assert any("pipe" in w for w in report.warnings)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file whatever its mode")
+@pytest.mark.without_dac_override
 def test_scan_records_an_unreadable_file_as_unrecorded(store: ObjectStore, root: Path) -> None:
     (root / "secret").write_bytes(b"s")
     (root / "secret").chmod(0)
