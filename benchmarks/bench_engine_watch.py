@@ -29,11 +29,11 @@ import gen_tree
 from bench_store import BENCH_DIR, log, machine_info, machine_markdown
 from shadow_git import ShadowGit
 
-from earshot.agent.calls import Bash, WriteFile
-from earshot.agent.engine import Engine, shell_argv
-from earshot.agent.records import TABLES
-from earshot.agent.sessions import create_session
-from earshot.agent.watcher import Watcher
+from earshot.agent.core.calls import Bash, WriteFile
+from earshot.agent.core.engine import Engine, shell_argv
+from earshot.agent.core.records import TABLES
+from earshot.agent.core.sessions import create_session
+from earshot.agent.watch.watcher import Watcher
 from earshot.cas.paths import checkpoints_dir
 from earshot.cas.project import Project
 

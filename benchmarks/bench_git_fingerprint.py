@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from earshot.agent.git_fingerprint import fingerprint
+from earshot.agent.core.git_fingerprint import fingerprint
 
 ENV = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from earshot.agent.session_entries import (
+from earshot.agent.log.entries import (
     AssistantMessage,
     BatchLink,
     Body,
@@ -26,7 +26,7 @@ from earshot.agent.session_entries import (
     ToolResult,
     UserMessage,
 )
-from earshot.agent.session_log import Session
+from earshot.agent.log.session import Session
 
 WORDS = ["the", "a", "parser", "file", "test", "fix", "error", "line", "return", "class", "self"]
 

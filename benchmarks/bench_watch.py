@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gen_tree
 
-from earshot.agent import watch_client as wc
+from earshot.agent.watch import client as wc
 
 WORK = Path("/tmp/earshot-watch-bench")
 
@@ -108,7 +108,7 @@ def one_call(tracker: Any, root: Path, seed: int) -> float:
 CLIENT = """
 import sys, time
 t0 = time.perf_counter()
-from earshot.agent.watch_client import DaemonTracker
+from earshot.agent.watch.client import DaemonTracker
 t1 = time.perf_counter()
 tracker = DaemonTracker(sys.argv[1], __import__("pathlib").Path(sys.argv[2]))
 token = tracker.token()
@@ -188,7 +188,7 @@ def bench_size(files: int, args: argparse.Namespace) -> dict[str, Any]:
     result["client_token_and_changed_since"] = summary(asks)
     wc.stop_daemon(paths)
 
-    from earshot.agent.watcher import Watcher
+    from earshot.agent.watch.watcher import Watcher
 
     in_starts, in_calls = [], []
     for _ in range(args.repeat):

@@ -396,7 +396,7 @@ class ObjectStore:
         if found is None or found in UPGRADES_FROM:
             # New, or older: the new tables exist once opened; format 1's
             # stat cache is dropped by its record version. Higher layers
-            # upgrade their own records (see earshot.agent.records).
+            # upgrade their own records (see earshot.agent.core.records).
             with self.backend.write() as batch:
                 if batch.get("meta", b"format") in (None, *UPGRADES_FROM):
                     batch.put("meta", b"format", FORMAT_VERSION)

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from earshot.agent import conversation, navigation
-from earshot.agent.engine import Engine
+from earshot.agent.core import conversation, navigation
+from earshot.agent.core.engine import Engine
 from earshot.cas.paths import sessions_dir
 from earshot.cas.project import Project
 

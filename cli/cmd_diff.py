@@ -6,7 +6,7 @@ import difflib
 
 import click
 
-from earshot.agent.records import State
+from earshot.agent.core.records import State
 from earshot.cas.diff import Change, ChangeKind
 from earshot.cas.objects import ObjectReader
 from earshot.cas.project import Project
@@ -48,8 +48,8 @@ def _patch(reader: ObjectReader, change: Change) -> str | None:
 
 def _batch_changes(project: Project, session_id: str | None, seq: int) -> list[Change]:
     """A batch's ledger as changes (each path: before -> after); creates no session."""
-    from earshot.agent.conversation import NoSessions, find
-    from earshot.agent.records import get_batch
+    from earshot.agent.core.conversation import NoSessions, find
+    from earshot.agent.core.records import get_batch
 
     ident = find(project, session_id)
     if ident is None:
@@ -87,7 +87,7 @@ def _is_batch(old_id: str, new_id: str | None) -> bool:
 
 
 def _no_store(old_id: str, new_id: str | None, **options: object) -> None:
-    from earshot.agent.conversation import NoSessions
+    from earshot.agent.core.conversation import NoSessions
     from earshot.cas.project import NoSuchSnapshot
 
     raise NoSessions() if _is_batch(old_id, new_id) else NoSuchSnapshot(old_id)

@@ -6,10 +6,10 @@ import sys
 
 import click
 
-from earshot.agent.engine import Engine
-from earshot.agent.records import session_batches
-from earshot.agent.undo import redo as redo_batches
-from earshot.agent.undo import undo as undo_batches
+from earshot.agent.core.engine import Engine
+from earshot.agent.core.records import session_batches
+from earshot.agent.core.undo import redo as redo_batches
+from earshot.agent.core.undo import undo as undo_batches
 from earshot.cas.project import Project
 
 from . import render, render_agent

@@ -31,7 +31,7 @@ def gc(project: Project, as_json: bool, compact: bool) -> None:
     history first (their conversation logs stay). Needs the store to itself:
     fails if another earshot process has it open.
     """
-    from earshot.agent.sessions import collect
+    from earshot.agent.core.sessions import collect
 
     doc, text = render.gc_report(collect(project, compact=compact))
     render.emit(doc, text, as_json)
@@ -59,7 +59,7 @@ def fsck(project: Project, as_json: bool, repair: bool) -> None:
     Also checks every batch and session record (each is sealed with a digest)
     and the stat cache. Exits 1 and lists the problems when anything is broken.
     """
-    from earshot.agent.records import check_records
+    from earshot.agent.core.records import check_records
     from earshot.cas.fsck import drop_stale_cache
 
     progress = Progress("checking", enabled=True)

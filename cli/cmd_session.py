@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from earshot.agent.conversation import new_session
+from earshot.agent.core.conversation import new_session
 from earshot.cas.project import Project
 
 from . import render

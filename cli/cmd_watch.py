@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from earshot.agent import watch_client
+from earshot.agent.watch import client as watch_client
 
 from . import render, render_watch
 from .common import configure_logging, fail
@@ -70,7 +70,7 @@ def watch(
     elif stop:
         doc, text = render_watch.stopped(paths.root, watch_client.stop_daemon(paths))
     elif foreground:
-        from earshot.agent.watch_daemon import run_foreground
+        from earshot.agent.watch.daemon import run_foreground
 
         if run_foreground(paths.root, paths.home, idle_timeout) == watch_client.ALREADY_RUNNING:
             pid = watch_client.daemon_pid(paths)

@@ -71,8 +71,8 @@ def _settle(project: Any, finish: bool) -> list[Any]:
     interrupted batch is recorded, an undo or restore completed); any other
     command only reports them, and changes nothing.
     """
-    from earshot.agent.records import upgrade_records
-    from earshot.agent.recovery import describe, finish_all, interrupted
+    from earshot.agent.core.records import upgrade_records
+    from earshot.agent.core.recovery import describe, finish_all, interrupted
 
     upgrade_records(project.store.backend)
     if finish:
@@ -128,7 +128,7 @@ def _project_command(func: F, finish: bool) -> F:
         try:
             if not os.path.isdir(root):
                 fail(f"{root}: no such directory (give --root an existing directory)")
-            from earshot.agent.records import TABLES
+            from earshot.agent.core.records import TABLES
 
             with Project(root, extra_tables=TABLES) as project:
                 settled = _settle(project, finish and not kwargs.get("dry_run"))
@@ -150,8 +150,8 @@ def _tracker(project: Any) -> Any:
     The engine then takes a scoped restage of what the daemon saw instead of
     walking the tree; without one it falls back to the policy's full restages.
     """
-    from earshot.agent.engine import budget_from_env
-    from earshot.agent.watch_client import tracker_for
+    from earshot.agent.core.engine import budget_from_env
+    from earshot.agent.watch.client import tracker_for
 
     return tracker_for(
         project.root,
@@ -194,7 +194,7 @@ def session_lookup(func: F) -> F:
         continue_: bool,
         **kwargs: Any,
     ) -> Any:
-        from earshot.agent.conversation import find
+        from earshot.agent.core.conversation import find
 
         given = _given(session_id, resume_id, continue_)
         return func(project=project, session=find(project, given, most_recent=continue_), **kwargs)
@@ -240,9 +240,9 @@ def _given(session_id: str | None, resume_id: str | None, continue_: bool) -> st
 
 def _read_only_engine(project: Any, given: str | None, most_recent: bool) -> Any:
     """An engine on an existing session for a dry run, which must create nothing."""
-    from earshot.agent.conversation import NoCheckpoints, NoSessions, find
-    from earshot.agent.engine import Engine
-    from earshot.agent.records import get_session
+    from earshot.agent.core.conversation import NoCheckpoints, NoSessions, find
+    from earshot.agent.core.engine import Engine
+    from earshot.agent.core.records import get_session
 
     ident = find(project, given, most_recent=most_recent)
     if ident is None:
@@ -265,8 +265,8 @@ def _session_command(func: F, watch: bool) -> F:
         settled: list[Any],
         **kwargs: Any,
     ) -> Any:
-        from earshot.agent.conversation import select
-        from earshot.agent.engine import Engine
+        from earshot.agent.core.conversation import select
+        from earshot.agent.core.engine import Engine
 
         given = _given(session_id, resume_id, continue_)
         if kwargs.get("dry_run"):  # a dry run creates nothing: no session, no log, no daemon

@@ -60,6 +60,6 @@ def is_dry_run(options: dict[str, Any]) -> bool:
 
 def no_sessions(**options: Any) -> None:
     """A dry run in a root with no store: there is no session to look at."""
-    from earshot.agent.conversation import NoSessions
+    from earshot.agent.core.conversation import NoSessions
 
     raise NoSessions()

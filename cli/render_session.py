@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
-from earshot.agent.conversation import SessionSummary, ts_ns
-from earshot.agent.navigation import Checked, Forked, Rewound
-from earshot.agent.session_check import Problem
-from earshot.agent.session_entries import Entry
-from earshot.agent.session_tree import Prompt
+from earshot.agent.core.conversation import SessionSummary, ts_ns
+from earshot.agent.core.navigation import Checked, Forked, Rewound
+from earshot.agent.log.check import Problem
+from earshot.agent.log.entries import Entry
+from earshot.agent.log.tree import Prompt
 
 from . import render_agent
 from .render import one_line, when

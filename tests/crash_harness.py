@@ -20,7 +20,7 @@ as a kill. After each kill it checks:
     python tests/crash_harness.py --kills 240 --seed 1     # the full run
 
 prints the count of kills and of violations (exit 1 if any). The test suite
-runs a small seeded subset (tests/agent/test_crash_harness.py).
+runs a small seeded subset (tests/agent/core/test_crash_harness.py).
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ class Harness:
             print(f"VIOLATION {line}", file=sys.stderr, flush=True)
 
     def _pending(self) -> list[dict[str, Any]]:
-        from earshot.agent.records import TABLES
+        from earshot.agent.core.records import TABLES
         from earshot.cas.project import Project
 
         with Project(self.root, home=self.home, extra_tables=TABLES) as project:
@@ -341,7 +341,7 @@ class Harness:
         self.run("snapshot")
 
     def _verify_all(self, op: str) -> None:
-        from earshot.agent.records import TABLES, session_batches
+        from earshot.agent.core.records import TABLES, session_batches
         from earshot.cas.digest import Digest
         from earshot.cas.errors import EarshotError
         from earshot.cas.project import Project

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from earshot.agent.engine import Engine
-from earshot.agent.records import TABLES, Batch, session_batches
-from earshot.agent.sessions import create_session
+from earshot.agent.core.engine import Engine
+from earshot.agent.core.records import TABLES, Batch, session_batches
+from earshot.agent.core.sessions import create_session
 from earshot.cas.project import Project, Recorded
 
 EARSHOT = Path(sys.executable).parent / "earshot"

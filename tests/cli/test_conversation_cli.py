@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from earshot.agent.session_entries import AssistantMessage, UserMessage
-from earshot.agent.session_log import Session
+from earshot.agent.log.entries import AssistantMessage, UserMessage
+from earshot.agent.log.session import Session
 
 if TYPE_CHECKING:
     from conftest import Earshot

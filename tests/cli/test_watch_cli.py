@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from earshot.agent import watch_client as wc
+from earshot.agent.watch import client as wc
 
 if TYPE_CHECKING:
     from conftest import Earshot

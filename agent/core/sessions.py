@@ -1,0 +1,114 @@
+"""Sessions on the checkpoint side: creating, choosing, and retention.
+
+A session's id (time-ordered, ``earshot.agent.log.ids``) names both its
+conversation log and its checkpoint history. The store keeps the batches of
+the most recently touched sessions (20 by default); older sessions' batches
+and ledgers are pruned when a session starts and by ``earshot gc``. The
+conversation logs are never pruned by this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from earshot.agent.core.records import (
+    SessionRecord,
+    all_sessions,
+    delete_session_batches,
+    get_session,
+    put_session,
+    session_batches,
+)
+from earshot.agent.log.ids import new_session_id, resolve_prefix
+from earshot.cas.digest import Digest
+from earshot.cas.gc import GcReport
+from earshot.cas.lmdb_backend import StoreBusy
+from earshot.cas.project import Project
+
+DEFAULT_KEEP_SESSIONS = 20
+ENV_SESSION = "EARSHOT_SESSION"
+
+
+def create_session(
+    project: Project, session_id: str | None = None, next_seq: int = 1
+) -> SessionRecord:
+    """A new session (or register a given id, e.g. one made by the session log).
+
+    ``next_seq``: the first batch number, above any batch the session's log
+    already links (a session whose checkpoint history was pruned).
+    """
+    now = time.time_ns()
+    record = SessionRecord(session_id or new_session_id(), now, now, next_seq)
+    with project.store.backend.write() as txn:
+        existing = get_session(txn, record.id)
+        if existing is not None:
+            return existing
+        put_session(txn, record)
+    return record
+
+
+def list_sessions(project: Project) -> list[SessionRecord]:
+    """Sessions of this root, most recently touched first."""
+    with project.store.backend.read() as view:
+        records = all_sessions(view)
+    return sorted(records, key=lambda r: r.touched_ns, reverse=True)
+
+
+def resolve_session(project: Project, text: str) -> SessionRecord:
+    """A session from its id or a unique prefix of it."""
+    records = {r.id: r for r in list_sessions(project)}
+    return records[resolve_prefix(records, text)]
+
+
+def select_session(project: Project, given: str | None) -> tuple[SessionRecord, bool]:
+    """``--session``, else $EARSHOT_SESSION, else the most recent, else a new one.
+
+    Returns the session and whether it was created now. Both halves of the
+    session (this record and its conversation log) are in place afterwards:
+    see ``conversation.select``, which this is.
+    """
+    from earshot.agent.core.conversation import select  # it builds on this module
+
+    return select(project, given)
+
+
+def start_session_upkeep(project: Project) -> None:
+    """Retention at session start: prune old sessions, and collect if that freed any.
+
+    Skipped quietly when another process has the store open (gc needs it alone);
+    the next start or an explicit 'earshot gc' catches up.
+    """
+    if prune_sessions(project):
+        with contextlib.suppress(StoreBusy):
+            project.gc(extra_roots=batch_roots(project))
+
+
+def prune_sessions(project: Project, keep: int = DEFAULT_KEEP_SESSIONS) -> list[str]:
+    """Drop the checkpoint history of all but the ``keep`` most recent sessions."""
+    old = list_sessions(project)[keep:]
+    if not old:
+        return []
+    with project.store.backend.write() as txn:
+        for record in old:
+            delete_session_batches(txn, record.id)
+            txn.delete("sessions", record.id.encode())
+    return [r.id for r in old]
+
+
+def batch_roots(project: Project) -> list[Digest]:
+    """Every snapshot a kept batch refers to: gc must keep them."""
+    roots: list[Digest] = []
+    with project.store.backend.read() as view:
+        for record in all_sessions(view):
+            for batch in session_batches(view, record.id):
+                roots.extend(d for d in (batch.before, batch.after) if d is not None)
+    return roots
+
+
+def collect(
+    project: Project, keep_sessions: int = DEFAULT_KEEP_SESSIONS, compact: bool = False
+) -> GcReport:
+    """Retention, then gc: prune old sessions' batches, keep every snapshot still named."""
+    prune_sessions(project, keep_sessions)
+    return project.gc(extra_roots=batch_roots(project), compact=compact)

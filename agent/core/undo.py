@@ -1,0 +1,593 @@
+"""Undo and redo: revert batches path by path, proving every deletion.
+
+``undo N`` takes the session's last N undoable batches (tool-call batches
+that changed something and are not undone; undo/redo/rewind batches and
+batches that changed nothing are stepped over). For each path their ledgers
+name, the earliest batch's *before* is restored if and only if the disk still
+holds the latest batch's *after*; otherwise the path is a conflict, skipped
+and reported (``--force`` overwrites, never deletes). A path is deleted only
+when its before-state was "absent", the change was made by a call (not found
+by a restage or the watcher), and the disk still holds what the batch left
+(promise 2). Directories the undone batches created are removed when empty.
+
+Undo, redo and rewind share one path (``_revert``): record the current state
+of every path it will touch, plan, commit an intent (reserving the batch's
+number), apply, record the state after, and commit the batch with the marks
+it sets (``undone_by``/``redone_by``) and the intent's end in one
+transaction. A revert cut off at any instant is finished by the next command
+(``finish_revert``): it runs again from the state it left, and its batch
+spans from the state before the first attempt, so a redo brings back
+everything, both attempts' work included.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from earshot.agent.core.engine import Engine
+from earshot.agent.core.records import Batch, BatchKind, Change, State, get_batch, session_batches
+from earshot.cas.digest import Digest
+from earshot.cas.errors import EarshotError
+from earshot.cas.intents import Held
+from earshot.cas.lookup import is_dir, lookup
+from earshot.cas.objects import ObjectReader
+from earshot.cas.project import Project
+from earshot.cas.restore import Applier, RestorePlan, remove_temp_files, verify_plan
+from earshot.cas.tree import Kind, TreeEntry
+
+
+class NothingToUndo(EarshotError):
+    def __init__(self, what: str) -> None:
+        super().__init__(f"nothing to {what} in this session (see 'earshot log')")
+
+
+class UndoInProgress(EarshotError):
+    def __init__(self) -> None:
+        super().__init__("another undo, redo or rewind is running on this project; try again")
+
+
+class TooFewBatches(EarshotError):
+    """``undo N`` with N above the batches left to undo: refused, nothing changed."""
+
+    def __init__(self, asked: int, available: int) -> None:
+        these = "batch is" if available == 1 else "batches are"
+        super().__init__(
+            f"only {available} {these} left to undo in this session, not {asked} "
+            f"('earshot undo {available}' undoes them all; see 'earshot log')"
+        )
+        self.asked = asked
+        self.available = available
+
+
+class NotRecordedYet(EarshotError):
+    """A batch of the session ran but is not recorded: undo must not step over it."""
+
+    def __init__(self, seq: int, live: bool) -> None:
+        why = (
+            "is running in another process right now"
+            if live
+            else "ran, but its process was interrupted before recording it, and it could "
+            "not be recorded since (is the store's disk full? 'earshot log' says more)"
+        )
+        super().__init__(
+            f"batch {seq} of this session {why}; undo and redo wait for it rather than step over it"
+        )
+        self.seq = seq
+
+
+#: Why undo keeps a created path it cannot prove a call made: final, no retry
+#: (not even --force) would delete it.
+NOT_BY_A_CALL = "not made by a call of this session; kept"
+#: A path whose state before the batch earshot never held (over the size
+#: limit, unreadable, a FIFO): it cannot be brought back, and is not touched.
+NOT_HELD_BEFORE = "its state before was not recorded (too large, unreadable or special); kept"
+#: A path present now whose content earshot does not hold: never overwritten or deleted.
+NOT_HELD_NOW = "not recorded as it is now (too large, unreadable or special); left alone"
+
+
+@dataclass(slots=True)
+class Impact:
+    """What an undo or redo did (or, with dry run, would do)."""
+
+    batches: list[int]
+    restored: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    #: Paths left alone on purpose, with the reason (e.g. not made by a call).
+    kept: list[tuple[str, str]] = field(default_factory=list)
+    removed_dirs: list[str] = field(default_factory=list)
+    record: int | None = None
+    #: Conflicts that are creations another session may have made (--force deletes).
+    ambiguous: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def project_lock(project: Project) -> Iterator[None]:
+    """One undo/redo/rewind at a time per project; a second is refused at once."""
+    fd = os.open(project.store_dir / "undo.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UndoInProgress() from None
+        yield
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One path: from what the disk should hold, back to what it held."""
+
+    path: str
+    expect: State | None
+    restore_to: State | None
+    by_call: bool
+    #: A batch of another session ran beside it: the change may be that one's.
+    ambiguous: bool = False
+
+
+def _steps(batches: list[Batch]) -> list[_Step]:
+    """Per path: the earliest batch's before, the latest batch's after."""
+    first: dict[str, Change] = {}
+    last: dict[str, Change] = {}
+    for batch in sorted(batches, key=lambda b: b.seq):
+        for line in batch.ledger:
+            first.setdefault(line.path, line)
+            last[line.path] = line
+    return [
+        _Step(
+            path,
+            last[path].after,
+            first[path].before,
+            isinstance(first[path].by, int),
+            first[path].ambiguous,
+        )
+        for path in sorted(first)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Reversal:
+    """What a revert undoes or replays, and what its batch will say."""
+
+    kind: BatchKind
+    steps: list[_Step]
+    #: The tree before the earliest reverted batch: which directories existed then.
+    anchor_tree: Digest | None
+    #: The batches reverted (undo, rewind) or the undo replayed (redo).
+    targets: tuple[int, ...]
+    call: dict[str, Any]
+    #: Undo deletes only what a call made; redo replays what an undo did.
+    deletions_need_call: bool
+    #: The batches the impact lists (newest first for undo).
+    shown: list[int]
+
+
+def _history(engine: Engine) -> list[Batch]:
+    """The session's batches, their ledgers only counted: the revert reads the
+    ledgers of just the batches it reverts."""
+    with engine.project.store.backend.read() as view:
+        return session_batches(view, engine.session.id, ledgers=False)
+
+
+def _full(engine: Engine, batches: list[Batch]) -> list[Batch]:
+    """The same batches with their ledgers."""
+    found = _batches(engine, [b.seq for b in batches])
+    return [found[b.seq] for b in batches if b.seq in found]
+
+
+def _tree_of(project: Project, snapshot: Digest | None) -> Digest | None:
+    if snapshot is None:
+        return None
+    return project.read_snapshot(snapshot).tree
+
+
+def _undo_reversal(
+    engine: Engine, targets: list[Batch], kind: BatchKind, call: dict[str, Any]
+) -> Reversal:
+    return Reversal(
+        kind,
+        _steps(targets),
+        _tree_of(engine.project, targets[0].before),
+        tuple(b.seq for b in targets),
+        call,
+        True,
+        [b.seq for b in reversed(targets)],
+    )
+
+
+def _redo_reversal(engine: Engine, undone: Batch) -> Reversal:
+    return Reversal(
+        BatchKind.REDO,
+        [_Step(c.path, c.after, c.before, True) for c in undone.ledger],
+        _tree_of(engine.project, undone.before),
+        (undone.seq,),
+        {"tool": "redo"},
+        False,
+        list(undone.targets),
+    )
+
+
+def _marks(
+    rev: Reversal, history: Mapping[int, Batch], impact: Impact
+) -> Callable[[int], dict[int, dict[str, Any]]]:
+    """The marks the revert's batch sets, in its own transaction, given its number."""
+
+    def marks(seq: int) -> dict[int, dict[str, Any]]:
+        if rev.kind is BatchKind.REDO:
+            undone = history[rev.targets[0]]
+            out: dict[int, dict[str, Any]] = {t: {"undone_by": None} for t in undone.targets}
+            out[undone.seq] = {"redone_by": seq}
+            return out
+        # A batch with a path left in conflict (or kept by a failed write) is
+        # not undone yet: a retry, e.g. with --force, must still find it. A path
+        # kept as not made by a call stays kept whatever is retried.
+        left = set(impact.conflicts) | {p for p, why in impact.kept if why != NOT_BY_A_CALL}
+        return {
+            t: {"undone_by": seq}
+            for t in rev.targets
+            if not any(c.path in left for c in history[t].ledger)
+        }
+
+    return marks
+
+
+def _refuse_if_unrecorded(engine: Engine) -> None:
+    """Undo must never step over a batch of its session that is not recorded yet."""
+    intents = engine.project.intents
+    for intent in intents.pending():
+        if intent.doc.get("session") == engine.session.id and "seq" in intent.doc:
+            raise NotRecordedYet(int(intent.doc["seq"]), intents.is_live(intent))
+
+
+def undo(engine: Engine, count: int = 1, force: bool = False, dry_run: bool = False) -> Impact:
+    """Revert the session's last ``count`` undoable batches."""
+    with project_lock(engine.project):
+        _refuse_if_unrecorded(engine)
+        candidates = [b for b in _history(engine) if b.undoable]
+        if not candidates:
+            raise NothingToUndo("undo")
+        if count > len(candidates):
+            raise TooFewBatches(count, len(candidates))
+        call: dict[str, Any] = {"tool": "undo", "count": count}
+        rev = _undo_reversal(engine, _full(engine, candidates[-count:]), BatchKind.UNDO, call)
+        return _revert(engine, rev, force=force, dry_run=dry_run)
+
+
+def undo_batches(
+    engine: Engine,
+    seqs: list[int],
+    force: bool = False,
+    dry_run: bool = False,
+    kind: BatchKind = BatchKind.REWIND,
+    then: Held | None = None,
+) -> Impact:
+    """Revert the named batches of the session that are still undoable (rewind --code).
+
+    Batches already undone, self-created or that changed nothing are passed
+    over; with none left, NothingToUndo: there is nothing to restore.
+    ``then``: an intent (made, not committed) that replaces this one at its
+    commit: what must still happen after it, such as a rewind's navigation.
+    """
+    wanted = set(seqs)
+    with project_lock(engine.project):
+        _refuse_if_unrecorded(engine)
+        targets = [b for b in _history(engine) if b.seq in wanted and b.undoable]
+        if not targets:
+            raise NothingToUndo("restore")
+        call: dict[str, Any] = {"tool": kind.value, "batches": sorted(wanted)}
+        rev = _undo_reversal(engine, _full(engine, targets), kind, call)
+        return _revert(engine, rev, force=force, dry_run=dry_run, then=then)
+
+
+def redo(engine: Engine, force: bool = False, dry_run: bool = False) -> Impact:
+    """Replay the most recent undo (or rewind) that has not been redone."""
+    with project_lock(engine.project):
+        _refuse_if_unrecorded(engine)
+        undos = [
+            b
+            for b in _history(engine)
+            if b.kind in (BatchKind.UNDO, BatchKind.REWIND) and b.redone_by is None
+        ]
+        if not undos:
+            raise NothingToUndo("redo")
+        (last,) = _full(engine, undos[-1:])
+        return _revert(engine, _redo_reversal(engine, last), force=force, dry_run=dry_run)
+
+
+def finish_revert(engine: Engine, held: Held, then: Held | None = None) -> Impact:
+    """Finish an undo, redo or rewind whose process died (its intent, claimed).
+
+    The revert is worked out again from the records it names and runs from
+    the state the tree is in now; its batch spans from the state recorded
+    before the first attempt, so redo brings back both attempts' work.
+    ``then``: the follow-up the first attempt had planned (remade by the caller).
+    """
+    doc = held.intent.doc
+    kind = BatchKind(held.intent.kind)
+    targets = [int(t) for t in doc.get("targets", [])]
+    with project_lock(engine.project):
+        history = _batches(engine, targets)
+        if kind is BatchKind.REDO:
+            rev = _redo_reversal(engine, history[targets[0]])
+        else:
+            batches = [history[t] for t in targets if t in history]
+            rev = _undo_reversal(engine, batches, kind, dict(doc.get("call", {})))
+        return _revert(
+            engine, rev, force=bool(doc.get("force")), dry_run=False, resume=held, then=then
+        )
+
+
+def _revert(
+    engine: Engine,
+    rev: Reversal,
+    *,
+    force: bool,
+    dry_run: bool,
+    resume: Held | None = None,
+    then: Held | None = None,
+) -> Impact:
+    """Revert ``rev`` and record it as a batch of its kind (see the module docstring)."""
+    project = engine.project
+    impact = Impact(batches=list(rev.shown))
+    if not dry_run:
+        engine.begin_own_changes()
+    reverter = Reverter(engine)
+    paths = sorted({s.path for s in rev.steps})
+    # Forced: a path a ledger names is recorded whatever the ignore rules say.
+    now = project.record(paths, note=f"before {rev.kind.value}", listed=False, forced=paths)
+    plan = reverter.plan(rev, now.snapshot.tree, impact, force)
+    if dry_run:
+        return impact
+    with project.store.reader() as reader:
+        verify_plan(reader, plan)  # a damaged store stops here, before the intent
+    dirs = _dirs(paths)
+    first_before = now.digest
+    done_before: set[str] = set()
+    if resume is None:
+        held = engine.begin_intent(
+            rev.kind.value,
+            now.digest,
+            {
+                "targets": list(rev.targets),
+                "call": rev.call,
+                "force": force,
+                "then": None if then is None else then.intent.to_json(),
+            },
+        )
+    else:
+        held = resume
+        remove_temp_files(str(project.root), dirs, held.id)
+        first_before = Digest(bytes.fromhex(str(held.intent.doc["before"])))
+        # What the first attempt set out to do, worked out again from the
+        # state it started from: the paths it reached are part of this batch.
+        earlier = Impact(batches=[])
+        first_plan = reverter.plan(rev, _tree_of(project, first_before), earlier, force)
+        done_before = set(earlier.restored) | set(earlier.deleted)
+        # Directories it made may still lack their final mode (set last).
+        with project.store.reader() as reader:
+            for path, entry in first_plan.mkdirs:
+                made = lookup(reader, now.snapshot.tree, path)
+                if made is not None and made.kind is Kind.DIR and made.mode != entry.mode:
+                    plan.chmods.append((path, entry))
+    try:
+        after = reverter.apply(plan, now.snapshot.tree, impact, held)
+        engine.end_own_changes()
+        done = set(impact.restored) | set(impact.deleted) | done_before
+        ledger = _self_ledger(project, first_before, after, done)
+        history = _batches(engine, _marked(rev, project, engine.session.id))
+        batch = engine.record(
+            rev.kind,
+            (rev.call,),
+            first_before,
+            after,
+            ledger,
+            targets=rev.targets,
+            held=held,
+            marks=_marks(rev, history, impact),
+            interrupted=resume is not None,
+            then=then,
+        )
+    except BaseException:
+        held.close()  # the intent stays: the next command finishes the revert
+        raise
+    impact.record = batch.seq
+    return impact
+
+
+def _marked(rev: Reversal, project: Project, session: str) -> list[int]:
+    """The batches whose records a revert's marks read: its targets, and a redo's undo's."""
+    seqs = list(rev.targets)
+    if rev.kind is BatchKind.REDO:
+        with project.store.backend.read() as view:
+            undone = get_batch(view, session, rev.targets[0])
+        if undone is not None:
+            seqs += list(undone.targets)
+    return seqs
+
+
+def _batches(engine: Engine, seqs: list[int]) -> dict[int, Batch]:
+    """Some batches of the session, by number (not the whole history: ledgers are big)."""
+    out = {}
+    with engine.project.store.backend.read() as view:
+        for seq in seqs:
+            batch = get_batch(view, engine.session.id, seq)
+            if batch is not None:
+                out[seq] = batch
+    return out
+
+
+def _dirs(paths: list[str]) -> list[str]:
+    """The directories a revert of ``paths`` may write temp files into."""
+    return sorted({p.rpartition("/")[0] for p in paths})
+
+
+def _blocked(reader: ObjectReader, tree: Digest, path: str) -> bool:
+    """Whether an ancestor of ``path`` exists but is not a directory (a link, a file).
+
+    An absent ancestor is fine: undo recreates it. One that is a link must
+    never be written through, nor hide a path undo should report.
+    """
+    parts = path.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        entry = lookup(reader, tree, "/".join(parts[:depth]))
+        if entry is None:
+            return False
+        if entry.kind is not Kind.DIR:
+            return True
+    return False
+
+
+def _entry(path: str, state: State) -> TreeEntry:
+    name = path.rpartition("/")[2].encode("utf-8", "surrogateescape")
+    return TreeEntry(name, state.kind, state.mode, 0, state.digest)
+
+
+class Reverter:
+    """Plans and applies the reversal of a set of ledger steps."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.project = engine.project
+
+    def plan(
+        self, rev: Reversal, now_tree: Digest | None, impact: Impact, force: bool
+    ) -> RestorePlan:
+        """The plan to revert ``rev`` over ``now_tree``; fills ``impact`` as it goes."""
+        plan = RestorePlan()
+        if now_tree is None:
+            return plan
+        mkdirs: set[str] = set()
+        with self.project.store.reader() as reader:
+            for step in rev.steps:
+                current = State.of(lookup(reader, now_tree, step.path))
+                if _blocked(reader, now_tree, step.path):
+                    # Changed since the batch in the way that matters most: a
+                    # parent is now a link (never written through) or a file.
+                    impact.conflicts.append(step.path)
+                    continue
+                if current == step.restore_to:
+                    continue
+                # What earshot does not hold, it does not touch (promise 8).
+                if step.restore_to is not None and not step.restore_to.recorded:
+                    impact.kept.append((step.path, NOT_HELD_BEFORE))
+                    continue
+                if current is not None and not current.recorded:
+                    impact.kept.append((step.path, NOT_HELD_NOW))
+                    continue
+                if step.restore_to is None:
+                    if not step.by_call and rev.deletions_need_call:
+                        impact.kept.append((step.path, NOT_BY_A_CALL))
+                    elif current != step.expect:
+                        impact.conflicts.append(step.path)
+                    elif step.ambiguous and not force:
+                        # Another session's batch ran at the same time and may
+                        # have made it: deleted only with --force.
+                        impact.conflicts.append(step.path)
+                        impact.ambiguous.append(step.path)
+                    elif current is not None and current.kind is Kind.DIR:
+                        plan.rmdirs.append(step.path)  # only if still empty then
+                        impact.deleted.append(step.path)
+                    elif current is not None:
+                        plan.deletes.append((step.path, _entry(step.path, current)))
+                        impact.deleted.append(step.path)
+                    continue
+                if current != step.expect and not force:
+                    impact.conflicts.append(step.path)
+                    continue
+                self._parents(reader, now_tree, rev.anchor_tree, step.path, plan, mkdirs)
+                if step.restore_to.kind is Kind.DIR:
+                    if current is not None and current.kind is not Kind.DIR:
+                        impact.conflicts.append(step.path)  # a file where a directory was
+                        continue
+                    entry = _entry(step.path, step.restore_to)
+                    if current is None and step.path not in mkdirs:
+                        plan.mkdirs.append((step.path, entry))
+                        mkdirs.add(step.path)
+                    elif current is not None:
+                        plan.chmods.append((step.path, entry))
+                    impact.restored.append(step.path)
+                    continue
+                plan.writes.append((step.path, _entry(step.path, step.restore_to)))
+                impact.restored.append(step.path)
+            rmdirs: set[str] = set()
+            for path in impact.deleted:
+                self._created_dirs(reader, rev.anchor_tree, path, plan, rmdirs)
+        impact.removed_dirs = sorted(rmdirs)
+        return plan
+
+    def apply(self, plan: RestorePlan, now_tree: Digest, impact: Impact, held: Held) -> Digest:
+        """Carry out a verified plan; record and return the snapshot after it."""
+        with self.project.store.reader() as blobs:
+            result = Applier(str(self.project.root), blobs, held.id).apply(plan, verified=True)
+        for path, reason in result.skipped:
+            impact.kept.append((path, reason))
+            if path in impact.restored:
+                impact.restored.remove(path)
+            if path in impact.deleted:
+                impact.deleted.remove(path)
+        impact.removed_dirs = result.removed_dirs
+        touched = {p for p, _ in plan.writes + plan.deletes}
+        touched |= set(result.removed_dirs) | set(result.created_dirs)
+        after = self.project.record(sorted(touched), base=now_tree, note="after undo", listed=False)
+        return after.digest
+
+    def _parents(
+        self,
+        reader: ObjectReader,
+        now: Digest,
+        anchor: Digest | None,
+        path: str,
+        plan: RestorePlan,
+        planned: set[str],
+    ) -> None:
+        """Directories a restored path needs, as they were before the batches."""
+        parts = path.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            parent = "/".join(parts[:depth])
+            if parent in planned or is_dir(reader, now, parent):
+                continue
+            old = lookup(reader, anchor, parent) if anchor is not None else None
+            mode = old.mode if old is not None and old.kind is Kind.DIR else 0o755
+            name = parts[depth - 1].encode("utf-8", "surrogateescape")
+            plan.mkdirs.append((parent, TreeEntry(name, Kind.DIR, mode, 0, None)))
+            planned.add(parent)
+
+    def _created_dirs(
+        self,
+        reader: ObjectReader,
+        anchor: Digest | None,
+        path: str,
+        plan: RestorePlan,
+        planned: set[str],
+    ) -> None:
+        """Parents of a deleted path that did not exist before the batches."""
+        parts = path.split("/")[:-1]
+        for depth in range(len(parts), 0, -1):
+            parent = "/".join(parts[:depth])
+            if parent in planned:
+                break  # and every ancestor of it was looked at already
+            if anchor is not None and is_dir(reader, anchor, parent):
+                break
+            plan.rmdirs.append(parent)
+            planned.add(parent)
+
+
+def _self_ledger(project: Project, before: Digest, after: Digest, paths: set[str]) -> list[Change]:
+    """What the revert itself changed: the exact states before and after, per path."""
+    old, new = _tree_of(project, before), _tree_of(project, after)
+    assert old is not None and new is not None
+    lines = []
+    with project.store.reader() as reader:
+        for path in sorted(paths):
+            a = State.of(lookup(reader, old, path))
+            b = State.of(lookup(reader, new, path))
+            if a != b:
+                lines.append(Change(path, a, b, "undo"))
+    return lines
