@@ -1,7 +1,8 @@
 """Sessions on the checkpoint side: creating, choosing, and retention.
 
 A session's id (time-ordered, ``earshot.agent.log.ids``) names both its
-conversation log and its checkpoint history. The store keeps the batches of
+conversation log and its checkpoint history; choosing one for a command, with
+both halves in place, is ``conversation.select``. The store keeps the batches of
 the most recently touched sessions (20 by default); older sessions' batches
 and ledgers are pruned when a session starts and by ``earshot gc``. The
 conversation logs are never pruned by this.
@@ -20,7 +21,7 @@ from earshot.agent.core.records import (
     put_session,
     session_batches,
 )
-from earshot.agent.log.ids import new_session_id, resolve_prefix
+from earshot.agent.log.ids import new_session_id
 from earshot.cas.digest import Digest
 from earshot.cas.gc import GcReport
 from earshot.cas.lmdb_backend import StoreBusy
@@ -53,24 +54,6 @@ def list_sessions(project: Project) -> list[SessionRecord]:
     with project.store.backend.read() as view:
         records = all_sessions(view)
     return sorted(records, key=lambda r: r.touched_ns, reverse=True)
-
-
-def resolve_session(project: Project, text: str) -> SessionRecord:
-    """A session from its id or a unique prefix of it."""
-    records = {r.id: r for r in list_sessions(project)}
-    return records[resolve_prefix(records, text)]
-
-
-def select_session(project: Project, given: str | None) -> tuple[SessionRecord, bool]:
-    """``--session``, else $EARSHOT_SESSION, else the most recent, else a new one.
-
-    Returns the session and whether it was created now. Both halves of the
-    session (this record and its conversation log) are in place afterwards:
-    see ``conversation.select``, which this is.
-    """
-    from earshot.agent.core.conversation import select  # it builds on this module
-
-    return select(project, given)
 
 
 def start_session_upkeep(project: Project) -> None:

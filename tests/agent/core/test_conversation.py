@@ -12,7 +12,7 @@ from earshot.agent.core import conversation, navigation
 from earshot.agent.core.calls import Bash, WriteFile
 from earshot.agent.core.engine import Engine
 from earshot.agent.core.records import get_session
-from earshot.agent.core.sessions import create_session, select_session
+from earshot.agent.core.sessions import create_session
 from earshot.agent.core.undo import redo, undo
 from earshot.agent.log.entries import (
     AssistantMessage,
@@ -204,7 +204,7 @@ def test_a_fork_never_undoes_the_batches_of_the_session_it_came_from(lib: Lib) -
 
 def test_select_finds_a_session_by_a_prefix_of_either_half_and_completes_it(lib: Lib) -> None:
     made_by_log = create_log(lib.root, home=lib.home)
-    record, created = select_session(lib.project, made_by_log.id[:20])
+    record, created = conversation.select(lib.project, made_by_log.id[:20])
     assert record.id == made_by_log.id and not created
 
     checkpoint_only = create_session(lib.project).id
