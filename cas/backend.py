@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .errors import EarshotError
+from .schema import CORE_TABLES
 
 
 class StoreError(EarshotError):
@@ -28,7 +29,6 @@ class StoreError(EarshotError):
 
 
 #: Tables every store has. Higher layers may ask for more by name at open.
-CORE_TABLES = ("meta", "packs", "index", "snapshots", "statcache", "counts", "intents")
 
 
 class ReadView(Protocol):

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from . import schema
 from .digest import Digest, short
 from .errors import EarshotError
 from .intents import read_intents
-from .objects import Location, ObjectReader, ObjectStore, ObjectType, decode_chunks
-from .statcache import TABLE as STATCACHE
+from .objects import ObjectReader, ObjectStore, ObjectType, decode_chunks
 from .statcache import decode_record
 from .tree import Kind
 
@@ -39,9 +39,8 @@ def check_store(store: ObjectStore, progress: Callable[[int], None] | None = Non
     report = FsckReport()
     with store.reader() as reader:
         types: dict[bytes, ObjectType] = {}
-        for key, value in reader.view.items("index"):
-            digest = Digest(key)
-            types[key] = Location.decode(value).type
+        for digest, location in schema.locations(reader.view):
+            types[digest] = location.type
             report.objects += 1
             if progress is not None and report.objects % 1024 == 0:
                 progress(report.objects)
@@ -49,9 +48,9 @@ def check_store(store: ObjectStore, progress: Callable[[int], None] | None = Non
                 reader.verify(digest)
             except EarshotError as exc:
                 report.problems.append(str(exc))
-        for key, _ in reader.view.items("snapshots"):
+        for _, snapshot in schema.listed_snapshots(reader.view):
             report.snapshots += 1
-            _check_references(reader, Digest(key[8:]), types, report)
+            _check_references(reader, snapshot, types, report)
         _check_stat_cache(reader, types, report)
         try:
             read_intents(reader.view)
@@ -63,8 +62,8 @@ def check_store(store: ObjectStore, progress: Callable[[int], None] | None = Non
 def _check_stat_cache(
     reader: ObjectReader, types: dict[bytes, ObjectType], report: FsckReport
 ) -> None:
-    for key, value in reader.view.items(STATCACHE):
-        record = decode_record(value)
+    for key, value, is_dir in schema.statcache_items(reader.view):
+        record = decode_record(value) if is_dir else None
         if record is None:
             continue  # of another version: scans ignore it
         missing = [record.tree] if record.tree not in types else []
@@ -81,7 +80,7 @@ def drop_stale_cache(store: ObjectStore, keys: list[bytes]) -> int:
     """Remove stat-cache records (a cache: the next scan reads those files again)."""
     with store.backend.write() as batch:
         for key in keys:
-            batch.delete(STATCACHE, key)
+            schema.delete_statcache(batch, key)
     return len(keys)
 
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from . import schema
 from .backend import StoreError
 from .digest import Digest
 from .logs import get_logger
-from .objects import Location, ObjectStore, ObjectWriter, pack_key
+from .objects import Location, ObjectStore, ObjectWriter
 from .reach import reachable
-from .statcache import TABLE as STATCACHE
 from .statcache import decode_record
 
 
@@ -44,19 +44,21 @@ def collect_garbage(store: ObjectStore, keep: Iterable[Digest], compact: bool = 
             by_pack: dict[int, list[tuple[Digest, Location]]] = {}
             dead: list[Digest] = []
             dead_bytes = 0
-            for key, value in reader.view.items("index"):
-                loc = Location.decode(value)
-                by_pack.setdefault(loc.pack, []).append((Digest(key), loc))
-                if key not in live:
-                    dead.append(Digest(key))
+            for digest, loc in schema.locations(reader.view):
+                by_pack.setdefault(loc.pack, []).append((digest, loc))
+                if digest not in live:
+                    dead.append(digest)
                     dead_bytes += loc.stored
             dead_set = set(dead)
-            stale_records = [k for k, v in reader.view.items(STATCACHE) if _names_dead(v, dead_set)]
-            stale_counts = [k for k, _ in reader.view.items("counts") if k not in live]
+            stale_records = [
+                key
+                for key, value, is_dir in schema.statcache_items(reader.view)
+                if is_dir and _names_dead(value, dead_set)
+            ]
+            stale_counts = [t for t in schema.counted_trees(reader.view) if t not in live]
             # Packs no index entry names: left by a writer (or a gc) killed after
             # an early flush. Nothing reaches them; they only take room.
-            indexed = {pack_key(p) for p in by_pack}
-            orphans = [k for k in reader.view.keys("packs") if k not in indexed]
+            orphans = [p for p in schema.pack_ids(reader.view) if p not in by_pack]
         # First what frees room without needing any: whole dead packs, index
         # entries, cache records. LMDB reuses the freed pages, so the repack
         # after it fits even on a full disk.
@@ -66,26 +68,26 @@ def collect_garbage(store: ObjectStore, keep: Iterable[Digest], compact: bool = 
             for pack, members in by_pack.items():
                 survivors = [(d, loc) for d, loc in members if d not in dead_set]
                 if not survivors:
-                    batch.delete("packs", pack_key(pack))
+                    schema.delete_pack(batch, pack)
                     deleted += 1
                 elif len(survivors) < len(members):
                     partial[pack] = survivors
             for digest in dead:
-                batch.delete("index", digest)
-            for key in orphans:
-                batch.delete("packs", key)
+                schema.delete_location(batch, digest)
+            for pack in orphans:
+                schema.delete_pack(batch, pack)
                 deleted += 1
             for key in stale_records:
-                batch.delete(STATCACHE, key)
-            for key in stale_counts:
-                batch.delete("counts", key)
+                schema.delete_statcache(batch, key)
+            for tree in stale_counts:
+                schema.delete_counts(batch, tree)
         rewritten = 0
         if partial:
             try:
                 with store.writer() as writer:
                     for pack, survivors in partial.items():
                         _repack(writer, pack, survivors)
-                        writer.batch.delete("packs", pack_key(pack))
+                        schema.delete_pack(writer.batch, pack)
             except StoreError as exc:
                 if not exc.no_space:
                     raise
@@ -112,9 +114,8 @@ def collect_garbage(store: ObjectStore, keep: Iterable[Digest], compact: bool = 
 
 def _repack(writer: ObjectWriter, pack: int, survivors: list[tuple[Digest, Location]]) -> None:
     """Copy live objects' stored bytes into the writer's open pack."""
-    key = pack_key(pack)
     for digest, loc in survivors:
-        data = writer.batch.get_slice("packs", key, loc.offset, loc.stored)
+        data = schema.read_packed(writer.batch, loc)
         if data is None:
             continue  # fsck reports it; nothing to copy
         writer.append_stored(digest, loc, data)

@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import schema
 from .backend import Backend, ReadView, WriteBatch
 from .sealed import CorruptRecord, seal_json, unseal_json
-
-TABLE = "intents"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,26 +65,24 @@ class Intent:
             raise CorruptRecord(f"intent {doc.get('id', '?')}", f"missing field {exc}") from None
 
 
-def _key(intent_id: str) -> bytes:
-    return intent_id.encode()
-
-
 def read_intents(view: ReadView) -> list[Intent]:
     """Every intent in the store, oldest first (a damaged one raises CorruptRecord)."""
     out = [
-        Intent.from_json(unseal_json(k, v, f"intent {k.decode(errors='replace')}"))
-        for k, v in view.items(TABLE)
+        Intent.from_json(unseal_json(key, value, f"intent {ident}"))
+        for ident, key, value in schema.intent_records(view)
     ]
     return sorted(out, key=lambda i: (i.started_ns, i.id))
 
 
 def put_intent(txn: WriteBatch, intent: Intent) -> None:
-    txn.put(TABLE, _key(intent.id), seal_json(_key(intent.id), intent.to_json()))
+    schema.put_intent_record(
+        txn, intent.id, seal_json(schema.intent_key(intent.id), intent.to_json())
+    )
 
 
 def end_intent(txn: WriteBatch, intent: Intent) -> None:
     """Remove the intent, in the transaction that records the operation's end."""
-    txn.delete(TABLE, _key(intent.id))
+    schema.delete_intent_record(txn, intent.id)
 
 
 class Held:
@@ -206,7 +203,7 @@ class Intents:
         held = Held(intent, fd, path)
         # Under the lock: another process may have finished it meanwhile.
         with self.backend.read() as view:
-            still = view.get(TABLE, _key(intent.id)) is not None
+            still = schema.get_intent(view, intent.id) is not None
         if not still:
             held.release()
             return None

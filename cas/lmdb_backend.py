@@ -22,8 +22,9 @@ from typing import Any
 import lmdb
 
 from . import faults
-from .backend import CORE_TABLES, Buffer, ReadView, StoreError, WriteBatch
+from .backend import Buffer, ReadView, StoreError, WriteBatch
 from .errors import EarshotError
+from .schema import CORE_TABLES
 
 _INITIAL_MAP = 1 << 30
 _MAX_MAP = 1 << 44

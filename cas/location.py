@@ -39,7 +39,3 @@ class Location:
     def decode(data: bytes) -> Location:
         t, c, pack, offset, stored, raw = _INDEX.unpack(data)
         return Location(ObjectType(t), Codec(c), pack, offset, stored, raw)
-
-
-def pack_key(pack: int) -> bytes:
-    return pack.to_bytes(8, "big")

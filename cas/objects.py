@@ -23,14 +23,13 @@ from pathlib import Path
 import blake3
 import zstandard
 
-from . import faults
+from . import faults, schema
 from .backend import Backend, ReadView, WriteBatch
 from .digest import DIGEST_SIZE, Digest, blob_digest, short, snapshot_digest, tree_digest
 from .errors import EarshotError
 from .location import Codec as Codec
 from .location import Location as Location
 from .location import ObjectType as ObjectType
-from .location import pack_key as pack_key
 from .packer import Packer, new_pack_id
 from .snapshot import Snapshot, decode_snapshot, hash_snapshot
 from .tree import TreeEntry, decode_tree, hash_tree
@@ -44,11 +43,6 @@ UPGRADES_FROM = (b"1",)
 PACK_TARGET = 4 << 20
 #: Buffered objects are committed once they pass this (bounded memory on huge trees).
 FLUSH_BYTES = 64 << 20
-#: The tables an early flush commits: objects, each pack with its index entries.
-#: Anything that names an object (stat cache, snapshots, records) commits only
-#: at the end of the write block, after every object it could name, so a kill
-#: at any instant leaves no record naming a missing object.
-OBJECT_TABLES = ("packs", "index")
 CHUNK_THRESHOLD = 1 << 20
 CHUNK_AVG = 256 << 10
 _TREE_CACHE = 4096
@@ -119,8 +113,7 @@ class ObjectReader:
         self._trees = _DECODED_TREES
 
     def locate(self, digest: Digest) -> Location | None:
-        raw = self.view.get("index", digest)
-        return None if raw is None else Location.decode(raw)
+        return schema.get_location(self.view, digest)
 
     def has(self, digest: Digest) -> bool:
         return self.locate(digest) is not None
@@ -131,7 +124,7 @@ class ObjectReader:
         if loc is None:
             raise MissingObject(digest)
         check_type(digest, loc, expect)
-        data = self.view.get_slice("packs", pack_key(loc.pack), loc.offset, loc.stored)
+        data = schema.read_packed(self.view, loc)
         if data is None or len(data) != loc.stored:
             raise CorruptObject(digest, f"its pack {loc.pack:016x} is missing or short")
         if loc.codec is Codec.ZSTD:
@@ -267,9 +260,9 @@ class ObjectWriter(ObjectReader):
     def _store_packed(self, wait: bool = False) -> None:
         """Put the packs the worker has finished into the batch, in order."""
         for sealed in self._packer.ready(wait):
-            self.batch.put("packs", pack_key(sealed.pack_id), sealed.data)
+            schema.put_pack(self.batch, sealed.pack_id, sealed.data)
             for digest, loc in sealed.locations:
-                self.batch.put("index", digest, loc.encode())
+                schema.put_location(self.batch, digest, loc)
             self.stored_bytes += len(sealed.data)
             self._unflushed += len(sealed.data)
             self._flush_if_large()
@@ -285,10 +278,10 @@ class ObjectWriter(ObjectReader):
     def _seal_pack(self) -> None:
         if not self._pending:
             return
-        self.batch.put("packs", pack_key(self._pack_id), bytes(self._pack))
+        schema.put_pack(self.batch, self._pack_id, bytes(self._pack))
         self._unflushed += len(self._pack)
         for digest, loc in self._pending.items():
-            self.batch.put("index", digest, loc.encode())
+            schema.put_location(self.batch, digest, loc)
         self._pending.clear()
         self._pack = bytearray()
         self._pack_id = new_pack_id()
@@ -297,7 +290,11 @@ class ObjectWriter(ObjectReader):
     def _flush_if_large(self) -> None:
         if self._unflushed >= FLUSH_BYTES:
             faults.point("object-flush")
-            self.batch.flush(OBJECT_TABLES)
+            # Only objects: each pack with its index entries. Anything that
+            # names an object (stat cache, snapshots, records) commits at the
+            # end of the write block, after every object it could name, so a
+            # kill at any instant leaves no record naming a missing object.
+            self.batch.flush(schema.OBJECT_TABLES)
             faults.point("object-flushed")
             self._unflushed = 0
 
@@ -380,10 +377,9 @@ class ObjectStore:
 
     @classmethod
     def open(cls, path: Path, tables: tuple[str, ...] | None = None) -> ObjectStore:
-        from .backend import CORE_TABLES
         from .lmdb_backend import LmdbBackend
 
-        backend = LmdbBackend(path, tables or CORE_TABLES)
+        backend = LmdbBackend(path, tables or schema.CORE_TABLES)
         try:
             return cls(backend)
         except BaseException:
@@ -392,14 +388,14 @@ class ObjectStore:
 
     def _check_format(self) -> None:
         with self.backend.read() as view:
-            found = view.get("meta", b"format")
+            found = schema.get_format(view)
         if found is None or found in UPGRADES_FROM:
             # New, or older: the new tables exist once opened; format 1's
             # stat cache is dropped by its record version. Higher layers
             # upgrade their own records (see earshot.agent.core.records).
             with self.backend.write() as batch:
-                if batch.get("meta", b"format") in (None, *UPGRADES_FROM):
-                    batch.put("meta", b"format", FORMAT_VERSION)
+                if schema.get_format(batch) in (None, *UPGRADES_FROM):
+                    schema.put_format(batch, FORMAT_VERSION)
         elif found != FORMAT_VERSION:
             raise UnknownFormat(found)
 

@@ -14,7 +14,8 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .backend import CORE_TABLES, WriteBatch
+from . import schema
+from .backend import WriteBatch
 from .diff import Change, diff_trees
 from .digest import Digest, check_prefix, short, to_hex
 from .errors import EarshotError
@@ -49,9 +50,6 @@ from .stats import StoreStats, store_stats
 from .tree import Kind, Unrecorded
 
 log = get_logger("earshot.cas")
-
-_HEAD = b"head"
-_FULL_COST = b"full-restage-ns"
 
 
 class NoSuchSnapshot(EarshotError):
@@ -105,9 +103,9 @@ def _count_base(writer: ObjectWriter, base: Digest) -> tuple[int, int]:
     snapshot's tree has its counts in the ``counts`` table. Only a tree no
     snapshot recorded (none of earshot's callers) is counted from the store.
     """
-    raw = writer.batch.get("counts", base)
-    if raw is not None and len(raw) == 16:
-        return int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big")
+    counted = schema.get_counts(writer.batch, base)
+    if counted is not None:
+        return counted
     log.debug("counting a tree no snapshot recorded", tree=short(base))
     files = size = 0
     stack = [base]
@@ -121,11 +119,6 @@ def _count_base(writer: ObjectWriter, base: Digest) -> tuple[int, int]:
                 files += 1
                 size += entry.size
     return files, size
-
-
-def snapshot_key(snap_digest: Digest, time_ns: int) -> bytes:
-    """Snapshots are listed in time order: the key leads with the time."""
-    return time_ns.to_bytes(8, "big") + snap_digest
 
 
 class Project:
@@ -144,7 +137,7 @@ class Project:
         self.root = real
         self.home = home or data_home()
         self.store_dir = checkpoints_dir(real, self.home)
-        self.store = ObjectStore.open(self.store_dir, CORE_TABLES + extra_tables)
+        self.store = ObjectStore.open(self.store_dir, schema.CORE_TABLES + extra_tables)
         self.intents = Intents(self.store.backend, self.store_dir / "intents")
         self.options = options or ScanOptions(max_file_size=max_file_size_from_env())
         home_real = os.path.realpath(self.home)
@@ -225,7 +218,7 @@ class Project:
                 start = time.perf_counter_ns()
                 tree, report = self.scan(writer, progress)
                 elapsed = time.perf_counter_ns() - start
-                writer.batch.put("meta", _FULL_COST, elapsed.to_bytes(8, "big"))
+                schema.put_full_cost(writer.batch, elapsed)
                 if force:
                     tree, extra = self._restage(writer, tree, sorted(force), force, counted=False)
                     report.files += extra.files
@@ -269,8 +262,7 @@ class Project:
     def full_restage_cost_ns(self) -> int | None:
         """How long the last full restage of this root took, if one was made."""
         with self.store.backend.read() as view:
-            raw = view.get("meta", _FULL_COST)
-        return int.from_bytes(raw, "big") if raw else None
+            return schema.get_full_cost(view)
 
     def commit_tree(
         self,
@@ -300,33 +292,30 @@ class Project:
         digest = writer.put_snapshot(snap)
         writer.finish()
         if listed:
-            writer.batch.put("snapshots", snapshot_key(digest, snap.time_ns), b"")
-        writer.batch.put("meta", _HEAD, digest)
-        counts = snap.files.to_bytes(8, "big") + snap.content_bytes.to_bytes(8, "big")
-        writer.batch.put("counts", tree, counts)
+            schema.list_snapshot(writer.batch, digest, snap.time_ns)
+        schema.put_head(writer.batch, digest)
+        schema.put_counts(writer.batch, tree, snap.files, snap.content_bytes)
         return Recorded(digest, snap, report, reused=False)
 
     @staticmethod
     def _is_listed(writer: ObjectWriter, digest: Digest, snap: Snapshot) -> bool:
-        return writer.batch.get("snapshots", snapshot_key(digest, snap.time_ns)) is not None
+        return schema.is_listed(writer.batch, digest, snap.time_ns)
 
     # -- listing and naming -------------------------------------------------
 
     @staticmethod
     def head(view: ObjectWriter | None = None) -> Digest | None:
-        raw = view.batch.get("meta", _HEAD) if view is not None else None
-        return Digest(raw) if raw else None
+        return schema.get_head(view.batch) if view is not None else None
 
     def head_snapshot(self) -> Digest | None:
         with self.store.backend.read() as view:
-            raw = view.get("meta", _HEAD)
-        return Digest(raw) if raw else None
+            return schema.get_head(view)
 
     def snapshots(self) -> list[tuple[Digest, Snapshot]]:
         """Every listed snapshot, newest first."""
         with self.store.reader() as reader:
-            keys = [k for k, _ in reader.view.items("snapshots")]
-            out = [(Digest(k[8:]), reader.read_snapshot(Digest(k[8:]))) for k in keys]
+            listed = [d for _, d in schema.listed_snapshots(reader.view)]
+            out = [(d, reader.read_snapshot(d)) for d in listed]
         out.reverse()
         return out
 
@@ -334,7 +323,7 @@ class Project:
         """A snapshot from its full id or a unique prefix of at least 8 hex digits."""
         prefix = check_prefix(text)
         with self.store.backend.read() as view:
-            matches = {k[8:] for k, _ in view.items("snapshots") if k[8:].hex().startswith(prefix)}
+            matches = {d for _, d in schema.listed_snapshots(view) if d.hex().startswith(prefix)}
         if not matches:
             raise NoSuchSnapshot(text)
         if len(matches) > 1:
@@ -349,17 +338,13 @@ class Project:
         """Unlist snapshots (their objects go at the next gc); return how many."""
         wanted = set(digests)
         with self.store.writer() as writer:
-            keys = [k for k, _ in writer.batch.items("snapshots") if k[8:] in wanted]
-            for key in keys:
-                writer.batch.delete("snapshots", key)
-            head = self.head(writer)
-            if head in wanted:
-                remaining = [k for k, _ in writer.batch.items("snapshots")]
-                if remaining:
-                    writer.batch.put("meta", _HEAD, remaining[-1][8:])
-                else:
-                    writer.batch.delete("meta", _HEAD)
-        return len(keys)
+            gone = [(t, d) for t, d in schema.listed_snapshots(writer.batch) if d in wanted]
+            for time_ns, digest in gone:
+                schema.unlist_snapshot(writer.batch, digest, time_ns)
+            if self.head(writer) in wanted:
+                remaining = [d for _, d in schema.listed_snapshots(writer.batch)]
+                schema.put_head(writer.batch, remaining[-1] if remaining else None)
+        return len(gone)
 
     def gc(self, extra_roots: list[Digest] | None = None, compact: bool = False) -> GcReport:
         """Collect everything no listed snapshot (or extra root) reaches."""

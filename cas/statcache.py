@@ -20,7 +20,7 @@ The same table keeps the paths last read from each git index, under the
 index file's identity (:class:`StoredPaths`): a later process whose scan
 meets a new ignored name asks the store, not the index (78,346 paths of a
 kernel tree: 47-90 ms to parse, about 1 ms to load). Such a value starts with a
-NUL, which no marshal stream does: ``decode_record`` (and so gc) sees no record.
+NUL, which no marshal stream does: ``decode_record`` sees no record in it.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ import marshal
 import os
 from dataclasses import dataclass
 
-import blake3
-
+from . import schema
 from .backend import ReadView, WriteBatch
 from .gitindex import PathsCache
 
@@ -38,7 +37,6 @@ from .gitindex import PathsCache
 #: versions 2 and 3 are dropped, not trusted: those versions could commit a
 #: record naming an object still in flight (a kill then left it dangling).
 _VERSION = 4
-TABLE = "statcache"
 
 #: (kind, mode, size, mtime_ns, ctime_ns, ino, digest-or-None, reason-or-0)
 EntryKey = tuple[int, int, int, int, int, int, bytes | None, int]
@@ -64,12 +62,8 @@ class DirRecord:
     index_tag: bytes = b""
 
 
-def record_key(rel: str) -> bytes:
-    return blake3.blake3(rel.encode("utf-8", "surrogateescape")).digest()[:16]
-
-
 def load_record(view: ReadView, rel: str) -> DirRecord | None:
-    raw = view.get(TABLE, record_key(rel))
+    raw = schema.get_dir_record(view, rel)
     if raw is None:
         return None
     record = decode_record(raw)
@@ -97,10 +91,9 @@ def store_record(batch: WriteBatch, record: DirRecord) -> None:
     value = marshal.dumps(
         (_VERSION, *fields, record.dir_mtime, record.ignore_files, record.index_tag)
     )
-    batch.put(TABLE, record_key(record.rel), value)
+    schema.put_dir_record(batch, record.rel, value)
 
 
-_PATHS_KEY = b"git-index/"
 _PATHS_MAGIC = b"\0earshot.index-paths/1\0"
 _IDENTITY_SIZE = 32
 
@@ -119,15 +112,11 @@ class StoredPaths(PathsCache):
         self.batch = batch
         self.trust_before_ns = trust_before_ns
 
-    @staticmethod
-    def _key(index_path: str) -> bytes:
-        return _PATHS_KEY + blake3.blake3(os.fsencode(index_path)).digest()[:16]
-
     def get(self, index_path: str, identity: bytes) -> list[bytes] | None:
         paths = super().get(index_path, identity)
         if paths is not None:
             return paths
-        raw = self.view.get(TABLE, self._key(index_path))
+        raw = schema.get_index_paths(self.view, os.fsencode(index_path))
         if raw is None or not raw.startswith(_PATHS_MAGIC):
             return None
         body = bytes(raw[len(_PATHS_MAGIC) :])
@@ -142,4 +131,4 @@ class StoredPaths(PathsCache):
         super().put(index_path, identity, paths, newest_ns)
         if newest_ns < self.trust_before_ns:
             value = _PATHS_MAGIC + identity.ljust(_IDENTITY_SIZE, b"\0") + b"\0".join(paths)
-            self.batch.put(TABLE, self._key(index_path), value)
+            schema.put_index_paths(self.batch, os.fsencode(index_path), value)

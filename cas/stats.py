@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .digest import Digest
-from .objects import Location, ObjectStore, ObjectType
+from . import schema
+from .objects import ObjectStore, ObjectType
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,17 +44,16 @@ def store_stats(store: ObjectStore) -> StoreStats:
     packs: set[int] = set()
     logical = snapshots = 0
     with store.reader() as reader:
-        for _key, value in reader.view.items("index"):
-            loc = Location.decode(value)
+        for _, loc in schema.locations(reader.view):
             counts[loc.type.name.lower()] += 1
             stored += loc.stored
             packs.add(loc.pack)
             if loc.type is ObjectType.BLOB:
                 content += loc.raw
                 content_stored += loc.stored
-        for key, _ in reader.view.items("snapshots"):
+        for _, snapshot in schema.listed_snapshots(reader.view):
             snapshots += 1
-            logical += reader.read_snapshot(Digest(key[8:])).content_bytes
+            logical += reader.read_snapshot(snapshot).content_bytes
     return StoreStats(
         snapshots=snapshots,
         objects=counts,

@@ -8,8 +8,8 @@ from typing import IO
 
 import click
 
-from earshot.agent.core.calls import Bash, Call, EditFile, WriteFile, parse_call
-from earshot.agent.core.engine import Engine, Outcome, exit_status
+from earshot.agent.core.calls import Bash, Call, EditFile, WriteFile, exit_status, parse_call
+from earshot.agent.core.engine import Engine, Outcome
 
 from . import render, render_agent
 from .common import EXIT_ERROR, fail, session_command

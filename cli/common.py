@@ -150,7 +150,7 @@ def _tracker(project: Any) -> Any:
     The engine then takes a scoped restage of what the daemon saw instead of
     walking the tree; without one it falls back to the policy's full restages.
     """
-    from earshot.agent.core.engine import budget_from_env
+    from earshot.agent.core.policy import budget_from_env
     from earshot.agent.watch.client import tracker_for
 
     return tracker_for(

@@ -61,7 +61,7 @@ MUTANTS = [
     ),
     (
         "cas/objects.py",
-        "self.batch.flush(OBJECT_TABLES)\n            faults",
+        "self.batch.flush(schema.OBJECT_TABLES)\n            faults",
         "self.batch.flush()\n            faults",
         "tests/agent/core/test_crash.py -k test_1_a_kill",
     ),

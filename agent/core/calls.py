@@ -9,6 +9,8 @@ as a ``write_file``.
 
 from __future__ import annotations
 
+import os
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,3 +146,16 @@ class CallResult:
         if self.warning is not None:
             doc["warning"] = self.warning
         return doc
+
+
+def error_text(exc: BaseException) -> str:
+    """A call's error as its result says it: the file named, the reason, no class name."""
+    if isinstance(exc, OSError):
+        where = f"{os.fsdecode(exc.filename)}: " if exc.filename else ""
+        return f"{where}{exc.strerror or exc}"
+    return str(exc)
+
+
+def exit_status(signum: int) -> int:
+    """The exit status a shell reports for a process ended by ``signum``."""
+    return 128 + int(signal.Signals(signum))

@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from earshot.agent.core.records import Batch, SessionRecord, all_sessions, get_session
+from earshot.agent.core.records import (
+    Batch,
+    SessionRecord,
+    all_sessions,
+    count_batches,
+    get_session,
+)
 from earshot.agent.core.sessions import ENV_SESSION, create_session, start_session_upkeep
 from earshot.agent.log.entries import AssistantMessage, BatchLink, Entry, ForkOrigin, UserMessage
 from earshot.agent.log.ids import NoMatchingId, SessionId, is_id, normalize_prefix, resolve_prefix
@@ -148,14 +154,13 @@ class SessionSummary:
     has_checkpoints: bool
 
 
-def summaries(project: Project, count_batches: bool = True) -> list[SessionSummary]:
+def summaries(project: Project, *, with_batch_counts: bool = True) -> list[SessionSummary]:
     """Every session of the root, most recently active first (either half counts)."""
     logs: dict[str, SessionInfo] = {info.id: info for info in list_sessions(log_dir(project))}
     with project.store.backend.read() as view:
         records = {r.id: r for r in all_sessions(view)}
         counts = {
-            ident: sum(1 for _ in view.items("batches", ident.encode() + b"/"))
-            for ident in (records if count_batches else ())
+            ident: count_batches(view, ident) for ident in (records if with_batch_counts else ())
         }
     out = []
     for ident in logs.keys() | records.keys():
@@ -208,7 +213,7 @@ def find(project: Project, given: str | None, *, most_recent: bool = False) -> s
     text = given or (None if most_recent else os.environ.get(ENV_SESSION))
     if text:
         return _resolve(project, text, allow_new=False)
-    recent = summaries(project, count_batches=False)
+    recent = summaries(project, with_batch_counts=False)
     if recent:
         return recent[0].id
     if most_recent:

@@ -1,11 +1,21 @@
 """The checkpoint records of the agent layer: batches, their ledgers, sessions.
 
-They live in the project's own store, in two tables beside the objects:
-``batches`` (key: session id + 4-byte sequence number) and ``sessions``
-(key: session id). Values are small JSON documents, read a few at a time,
-by people as much as by code (``earshot log --json``), each sealed with a
-digest of its key and content (``earshot.cas.sealed``): a ledger with one
-flipped byte would name another path, so a damaged record is refused as
+They live in the project's own store, in three tables of the agent's own
+beside the store's (``earshot.cas.schema``), and only this module names them
+or lays out their keys:
+
+| table | key | value |
+|---|---|---|
+| ``batches`` | session id + ``/`` + 4-byte sequence number | a sealed JSON batch |
+| ``sessions`` | session id | a sealed JSON session record |
+| ``agent`` | ``records-version`` | ``1``: the records are sealed |
+| | ``watch-mark`` | JSON: the daemon token and tree the last exact batch ended on |
+| | ``recent-batches`` | JSON: (session, start, end) of the last 64 batches of any session |
+
+Batch and session values are small JSON documents, read a few at a time, by
+people as much as by code (``earshot log --json``), each sealed with a digest
+of its key and content (``earshot.cas.sealed``): a ledger with one flipped
+byte would name another path, so a damaged record is refused as
 ``CorruptRecord``, never read.
 """
 
@@ -16,15 +26,24 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from earshot.cas import schema
 from earshot.cas.backend import Backend, ReadView, WriteBatch
 from earshot.cas.digest import Digest
 from earshot.cas.sealed import CorruptRecord, is_sealed, seal_json, unseal_json
 from earshot.cas.tree import Kind, TreeEntry
 
-TABLES = ("batches", "sessions")
-#: The version of the agent's records in ``meta``: 1 = sealed.
-_RECORDS_KEY = b"agent-records"
+BATCHES = "batches"
+SESSIONS = "sessions"
+AGENT = "agent"
+#: The tables a project opened for the agent needs (``Project(extra_tables=TABLES)``).
+TABLES = (BATCHES, SESSIONS, AGENT)
+#: The version of the agent's records: 1 = sealed.
+_RECORDS_KEY = b"records-version"
 _RECORDS_VERSION = b"1"
+_WATCH_MARK = b"watch-mark"
+_RECENT = b"recent-batches"
+#: How many batches' spans are kept to tell whether two sessions overlapped.
+_RECENT_KEEP = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,12 +301,12 @@ def put_batch(batch_writer: WriteBatch, batch: Batch) -> None:
     if batch.changes >= 0:  # read without its ledger: writing it would drop the ledger
         raise ValueError(f"batch {batch.seq} was read without its ledger; not written back")
     key = _batch_key(batch.session, batch.seq)
-    batch_writer.put("batches", key, seal_json(key, batch.to_json()))
+    batch_writer.put(BATCHES, key, seal_json(key, batch.to_json()))
 
 
 def get_batch(view: ReadView, session: str, seq: int) -> Batch | None:
     key = _batch_key(session, seq)
-    raw = view.get("batches", key)
+    raw = view.get(BATCHES, key)
     return None if raw is None else _load(Batch, key, raw, _batch_name(key))
 
 
@@ -295,33 +314,44 @@ def session_batches(view: ReadView, session: str, ledgers: bool = True) -> list[
     """A session's batches in sequence order (without ``ledgers``: lines only counted)."""
     prefix = session.encode() + b"/"
     return [
-        _load(Batch, k, v, _batch_name(k), ledger=ledgers) for k, v in view.items("batches", prefix)
+        _load(Batch, k, v, _batch_name(k), ledger=ledgers) for k, v in view.items(BATCHES, prefix)
     ]
+
+
+def count_batches(view: ReadView, session: str) -> int:
+    """How many batches a session has, without reading them."""
+    return sum(1 for _ in view.items(BATCHES, session.encode() + b"/"))
 
 
 def delete_session_batches(batch_writer: WriteBatch, session: str) -> int:
     prefix = session.encode() + b"/"
-    keys = [k for k, _ in batch_writer.items("batches", prefix)]
+    keys = [k for k, _ in batch_writer.items(BATCHES, prefix)]
     for key in keys:
-        batch_writer.delete("batches", key)
+        batch_writer.delete(BATCHES, key)
     return len(keys)
+
+
+def delete_session(batch_writer: WriteBatch, session: str) -> int:
+    """Drop a session's record and every batch of it; return how many batches."""
+    batch_writer.delete(SESSIONS, session.encode())
+    return delete_session_batches(batch_writer, session)
 
 
 def put_session(batch_writer: WriteBatch, record: SessionRecord) -> None:
     key = record.id.encode()
-    batch_writer.put("sessions", key, seal_json(key, record.to_json()))
+    batch_writer.put(SESSIONS, key, seal_json(key, record.to_json()))
 
 
 def get_session(view: ReadView, session: str) -> SessionRecord | None:
     key = session.encode()
-    raw = view.get("sessions", key)
+    raw = view.get(SESSIONS, key)
     return None if raw is None else _load(SessionRecord, key, raw, f"session {session}")
 
 
 def all_sessions(view: ReadView) -> list[SessionRecord]:
     return [
         _load(SessionRecord, k, v, f"session {k.decode(errors='replace')}")
-        for k, v in view.items("sessions")
+        for k, v in view.items(SESSIONS)
     ]
 
 
@@ -330,13 +360,11 @@ def check_records(view: ReadView) -> tuple[int, list[str]]:
     the store holds. Returns how many were checked and one line per problem."""
     problems = []
     count = 0
-    for table, cls in (("sessions", SessionRecord), ("batches", Batch)):
+    for table, cls in ((SESSIONS, SessionRecord), (BATCHES, Batch)):
         for key, value in view.items(table):
             count += 1
             what = (
-                _batch_name(key)
-                if table == "batches"
-                else f"session {key.decode(errors='replace')}"
+                _batch_name(key) if table == BATCHES else f"session {key.decode(errors='replace')}"
             )
             try:
                 record = _load(cls, key, value, what)
@@ -345,7 +373,7 @@ def check_records(view: ReadView) -> tuple[int, list[str]]:
                 continue
             if isinstance(record, Batch):
                 for name, digest in (("before", record.before), ("after", record.after)):
-                    if digest is not None and view.get("index", digest) is None:
+                    if digest is not None and schema.get_location(view, digest) is None:
                         problems.append(
                             f"{what}: its state {name} ({digest.hex()[:12]}) is missing"
                         )
@@ -360,13 +388,13 @@ def upgrade_records(backend: Backend) -> int:
     reported as damaged from then on.
     """
     with backend.read() as view:
-        if view.get("meta", _RECORDS_KEY) == _RECORDS_VERSION:
+        if view.get(AGENT, _RECORDS_KEY) == _RECORDS_VERSION:
             return 0
-        if not any(True for table in TABLES for _ in view.items(table)):
+        if not any(True for table in (BATCHES, SESSIONS) for _ in view.items(table)):
             return 0  # nothing written yet: what will be is sealed
     count = 0
     with backend.write() as txn:
-        for table in TABLES:
+        for table in (BATCHES, SESSIONS):
             for key, value in list(txn.items(table)):
                 if is_sealed(key, value):
                     continue
@@ -376,5 +404,56 @@ def upgrade_records(backend: Backend) -> int:
                     continue
                 txn.put(table, key, seal_json(key, doc))
                 count += 1
-        txn.put("meta", _RECORDS_KEY, _RECORDS_VERSION)
+        txn.put(AGENT, _RECORDS_KEY, _RECORDS_VERSION)
     return count
+
+
+@dataclass(frozen=True, slots=True)
+class WatchMark:
+    """The watch daemon's token and the tree it vouched for when the last exact
+    batch committed: a later process may trust the watcher from there instead
+    of walking the tree."""
+
+    token: str
+    tree: Digest
+
+
+def load_watch_mark(view: ReadView) -> WatchMark | None:
+    raw = view.get(AGENT, _WATCH_MARK)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+        return WatchMark(str(doc["token"]), Digest(bytes.fromhex(doc["tree"])))
+    except (ValueError, KeyError, TypeError):
+        return None  # a cache: a damaged mark costs one full restage
+
+
+def put_watch_mark(txn: WriteBatch, mark: WatchMark | None) -> None:
+    """Set the mark, or (None) drop it: nothing vouches for the tree any more."""
+    if mark is None:
+        txn.delete(AGENT, _WATCH_MARK)
+    else:
+        doc = {"token": mark.token, "tree": mark.tree.hex()}
+        txn.put(AGENT, _WATCH_MARK, json.dumps(doc).encode())
+
+
+def note_batch_span(txn: WriteBatch, session: str, started_ns: int, ended_ns: int) -> bool:
+    """Note that a batch of ``session`` ran from ``started_ns`` to ``ended_ns``;
+    return whether a batch of another session ended after this one began.
+
+    Two agents in one checkout (two terminals, an agent beside earshot chat):
+    what changed while both ran cannot be told apart by diffing trees.
+    """
+    raw = txn.get(AGENT, _RECENT)
+    try:
+        recent = json.loads(raw) if raw else []
+    except ValueError:
+        recent = []
+    beside = any(
+        isinstance(item, list) and len(item) == 3 and item[0] != session and item[2] > started_ns
+        for item in recent
+    )
+    recent = [*recent[-(_RECENT_KEEP - 1) :], [session, started_ns, ended_ns]]
+    txn.put(AGENT, _RECENT, json.dumps(recent).encode())
+    return beside

@@ -32,7 +32,9 @@ import time
 from dataclasses import dataclass, replace
 
 from earshot.agent.core.command import stop_orphaned_group
+from earshot.agent.core.commit import Draft
 from earshot.agent.core.engine import INTENT_CALLS, Engine
+from earshot.agent.core.ledger import tree_changes
 from earshot.agent.core.navigation import NAVIGATE, finish_navigation
 from earshot.agent.core.records import BY_RESTAGE, BatchKind, Change, State
 from earshot.agent.core.undo import finish_revert
@@ -228,21 +230,11 @@ def finish_batch(project: Project, held: Held) -> str:
     ledger: list[Change] = []
     if before is not None:
         old_tree = project.read_snapshot(before).tree
-        for line in engine._diff(old_tree, after.snapshot.tree, BY_RESTAGE):
+        for line in tree_changes(project, old_tree, after.snapshot.tree, by=BY_RESTAGE):
             ledger.append(replace(line, by=_proven(project, line, wrote, left)))
-    if wrote:
-        known = set(engine.session.written)
-        fresh = [p for p in wrote if p not in known]
-        engine.session = replace(engine.session, written=(*engine.session.written, *fresh))
-    batch = engine.record(
-        BatchKind.CALLS,
-        tuple(calls),
-        before,
-        after.digest,
-        ledger,
-        held=held,
-        interrupted=True,
-    )
+    engine.remember_written(wrote)
+    draft = Draft(BatchKind.CALLS, tuple(calls), before, after.digest, ledger, interrupted=True)
+    batch = engine.record(draft, held=held)
     added = sum(1 for c in batch.ledger if c.before is None)
     deleted = sum(1 for c in batch.ledger if c.after is None)
     modified = len(batch.ledger) - added - deleted

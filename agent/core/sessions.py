@@ -16,7 +16,7 @@ import time
 from earshot.agent.core.records import (
     SessionRecord,
     all_sessions,
-    delete_session_batches,
+    delete_session,
     get_session,
     put_session,
     session_batches,
@@ -74,8 +74,7 @@ def prune_sessions(project: Project, keep: int = DEFAULT_KEEP_SESSIONS) -> list[
         return []
     with project.store.backend.write() as txn:
         for record in old:
-            delete_session_batches(txn, record.id)
-            txn.delete("sessions", record.id.encode())
+            delete_session(txn, record.id)
     return [r.id for r in old]
 
 

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from earshot.agent.core.commit import Draft
 from earshot.agent.core.engine import Engine
 from earshot.agent.core.records import Batch, BatchKind, Change, State, get_batch, session_batches
 from earshot.cas.digest import Digest
@@ -382,18 +383,16 @@ def _revert(
         done = set(impact.restored) | set(impact.deleted) | done_before
         ledger = _self_ledger(project, first_before, after, done)
         history = _batches(engine, _marked(rev, project, engine.session.id))
-        batch = engine.record(
+        draft = Draft(
             rev.kind,
             (rev.call,),
             first_before,
             after,
             ledger,
             targets=rev.targets,
-            held=held,
-            marks=_marks(rev, history, impact),
             interrupted=resume is not None,
-            then=then,
         )
+        batch = engine.record(draft, held=held, marks=_marks(rev, history, impact), then=then)
     except BaseException:
         held.close()  # the intent stays: the next command finishes the revert
         raise

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from earshot.cas import objects, packer
+from earshot.cas import objects, packer, schema
 from earshot.cas.backend import MemoryBackend
 from earshot.cas.digest import Digest, blob_digest, snapshot_digest, tree_digest
 from earshot.cas.lmdb_backend import LmdbBackend
@@ -28,7 +28,6 @@ from earshot.cas.objects import (
     UnknownFormat,
     decode_chunks,
     encode_chunks,
-    pack_key,
 )
 from earshot.cas.snapshot import Snapshot, encode_snapshot
 from earshot.cas.tree import Kind, TreeEntry, encode_tree
@@ -60,9 +59,9 @@ def flip_byte(s: ObjectStore, digest: Digest, at: int = 3) -> None:
         loc = reader.locate(digest)
     assert loc is not None
     with s.backend.write() as batch:
-        pack = bytearray(batch.get("packs", pack_key(loc.pack)) or b"")
+        pack = bytearray(batch.get(schema.PACKS, schema.pack_key(loc.pack)) or b"")
         pack[loc.offset + min(at, loc.stored - 1)] ^= 0x01
-        batch.put("packs", pack_key(loc.pack), bytes(pack))
+        schema.put_pack(batch, loc.pack, bytes(pack))
 
 
 # -- blobs --------------------------------------------------------------------------
@@ -401,11 +400,11 @@ def test_read_of_an_object_whose_pack_is_gone_or_short_raises_corrupt_object(
         loc = reader.locate(digest)
     assert loc is not None
     with store.backend.write() as batch:
-        batch.put("packs", pack_key(loc.pack), b"short")
+        schema.put_pack(batch, loc.pack, b"short")
     with store.reader() as reader, pytest.raises(CorruptObject, match="missing or short"):
         reader.read_blob(digest)
     with store.backend.write() as batch:
-        batch.delete("packs", pack_key(loc.pack))
+        schema.delete_pack(batch, loc.pack)
     with store.reader() as reader, pytest.raises(CorruptObject, match="missing or short"):
         reader.read_blob(digest)
 
@@ -420,7 +419,7 @@ def test_compressed_object_that_does_not_decompress_raises_corrupt_object(
         loc = reader.locate(digest)
     assert loc is not None and loc.codec is Codec.ZSTD
     with store.backend.write() as batch:
-        batch.put("packs", pack_key(loc.pack), b"\0" * (loc.offset + loc.stored))
+        schema.put_pack(batch, loc.pack, b"\0" * (loc.offset + loc.stored))
     with store.reader() as reader, pytest.raises(CorruptObject):
         reader.read_blob(digest)
 

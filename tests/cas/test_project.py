@@ -20,10 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from earshot.cas import schema
 from earshot.cas.diff import diff_trees
 from earshot.cas.digest import BadDigest, Digest, to_hex, tree_digest
 from earshot.cas.objects import ObjectType
-from earshot.cas.project import AmbiguousId, NoSuchSnapshot, NotADirectory, Project, snapshot_key
+from earshot.cas.project import AmbiguousId, NoSuchSnapshot, NotADirectory, Project
 from earshot.cas.restore import delete_everything, keep_everything
 from earshot.cas.scan import TEMP_PREFIX, ScanOptions
 from earshot.cas.snapshot import Snapshot
@@ -786,8 +787,8 @@ def test_resolve_of_a_prefix_shared_by_two_snapshots_raises_ambiguous_id(
     a = Digest(bytes.fromhex("deadbeef") + b"\x01" * 28)
     b = Digest(bytes.fromhex("deadbeef") + b"\x02" * 28)
     with project.store.backend.write() as batch:
-        batch.put("snapshots", snapshot_key(a, 1), b"")
-        batch.put("snapshots", snapshot_key(b, 2), b"")
+        schema.list_snapshot(batch, a, 1)
+        schema.list_snapshot(batch, b, 2)
     with pytest.raises(AmbiguousId):
         project.resolve("deadbeef")
     assert project.resolve("deadbeef" + "01" * 4) == a

@@ -69,10 +69,11 @@ def test_1_fsck_reports_a_stat_cache_record_naming_a_missing_object_and_repair_d
 ) -> None:
     (root / "a.txt").write_text("a\n")
     cli.run("snapshot")
-    from earshot.cas.statcache import TABLE, decode_record, record_key, store_record
+    from earshot.cas import schema
+    from earshot.cas.statcache import decode_record, store_record
 
     with Project(root, extra_tables=TABLES) as project, project.store.backend.write() as txn:
-        raw = txn.get(TABLE, record_key(""))
+        raw = schema.get_dir_record(txn, "")
         assert raw is not None
         record = decode_record(raw)
         assert record is not None

@@ -240,7 +240,7 @@ def test_a_folded_change_is_absorbed_by_the_next_full_restage_and_never_undone(
     engine = lib.engine(budget_ns=0)
     engine.run_batch([WriteFile("a.txt", b"a\n")])
     engine.run_batch([Bash("touch f.txt")])  # folded: the tree is no longer exact
-    engine.budget_ns = BIG_BUDGET
+    engine.policy.budget_ns = BIG_BUDGET
     out = engine.run_batch([Bash("touch g.txt")])
     # The next batch starts from a full restage: f.txt lands in its before-state,
     # unattributed; only what the call made is in its ledger.
@@ -261,7 +261,7 @@ def test_without_a_cheap_restage_a_later_batch_stops_vouching_and_keeps_what_it_
     out = engine.run_batch([Bash("rm a.txt")])  # destructive: full restage before and after
     assert {(c.path, c.by) for c in out.batch.ledger} == {("a.txt", 0)}
     folded = engine.run_batch([Bash("touch h.txt")])
-    assert folded.batch.folded is True and not engine.exact
+    assert folded.batch.folded is True and not engine.policy.belief.exact
     assert (lib.root / "user.txt").exists()
 
 

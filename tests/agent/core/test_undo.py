@@ -450,19 +450,38 @@ def test_the_batch_record_and_the_session_record_commit_together(
 ) -> None:
     engine = lib.engine()
     engine.run_batch([WriteFile("a.txt", b"a\n")])
+    import earshot.agent.core.commit as commit
 
-    def crash(*args: object) -> None:
-        raise RuntimeError("power cut inside the transaction")
+    real = commit.put_session
+    calls: list[int] = []
+
+    def crash_at_the_commit(*args: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:  # the intent's transaction: let it commit
+            real(*args)
+            return
+        raise RuntimeError("power cut inside the commit transaction")
 
     with monkeypatch.context() as patch:
-        patch.setattr("earshot.agent.core.engine.put_session", crash)
+        patch.setattr(commit, "put_session", crash_at_the_commit)
         with pytest.raises(RuntimeError):
             engine.run_batch([WriteFile("b.txt", b"b\n")])
-    assert [b.seq for b in lib.batches()] == [1]  # no half batch
+    assert len(calls) == 2  # the crash came inside the commit, after the batch record
+    assert [b.seq for b in lib.batches()] == [1]  # no half batch: its record went too
     with lib.project.store.backend.read() as view:
         record = get_session(view, lib.session)
-    assert record is not None and record.next_seq == 2
+    # The intent reserved number 2 and stays: the batch is not lost, only not recorded yet.
+    assert record is not None and record.next_seq == 3
+    (pending,) = lib.project.intents.pending()
+    assert pending.doc["seq"] == 2
     assert lib.project.fsck().ok
+    from earshot.agent.core.recovery import finish_all
+
+    finished, unfinished = finish_all(lib.project)
+    assert len(finished) == 1 and unfinished == []
+    batches = lib.batches()
+    assert [b.seq for b in batches] == [1, 2] and batches[1].interrupted
+    assert [c.path for c in batches[1].ledger] == ["b.txt"]
     fresh = lib.engine()
     out = fresh.run_batch([WriteFile("c.txt", b"c\n")])
-    assert out.batch.seq == 2
+    assert out.batch.seq == 3

@@ -1,0 +1,65 @@
+"""Ledger lines: what a batch changed, found by comparing recorded trees.
+
+A line names a path, its state before and after, and who changed it: a
+call's index when the state before the call was exact, else "restage".
+Lines are merged per path when a batch commits (the first line's before,
+the last line's after), and marked *ambiguous* when another session's batch
+ran at the same time: a tree diff cannot tell whose change it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from earshot.agent.core.records import Change, State
+from earshot.cas.diff import diff_trees
+from earshot.cas.digest import Digest
+from earshot.cas.lookup import lookup
+from earshot.cas.project import Project
+
+
+def state_at(project: Project, tree: Digest | None, path: str) -> State | None:
+    """What ``tree`` holds at ``path`` (None: absent, or no tree)."""
+    if tree is None:
+        return None
+    with project.store.reader() as reader:
+        return State.of(lookup(reader, tree, path))
+
+
+def tree_changes(project: Project, old: Digest, new: Digest, *, by: int | str) -> list[Change]:
+    """Every path whose state differs from ``old`` to ``new``, attributed to ``by``."""
+    with project.store.reader() as reader:
+        return [
+            Change(c.path, State.of(c.old), State.of(c.new), by)
+            for c in diff_trees(reader, old, new)
+            if State.of(c.old) != State.of(c.new)
+        ]
+
+
+def merge_ledger(lines: Iterable[Change]) -> list[Change]:
+    """One line per path: the first line's before, the last line's after."""
+    merged: dict[str, Change] = {}
+    for line in lines:
+        prior = merged.get(line.path)
+        if prior is None:
+            merged[line.path] = line
+        else:
+            by = prior.by if prior.by == line.by else line.by
+            ambiguous = prior.ambiguous or line.ambiguous
+            merged[line.path] = Change(line.path, prior.before, line.after, by, ambiguous)
+    return [c for c in merged.values() if c.before != c.after]
+
+
+def mark_ambiguous(lines: Sequence[Change], calls: Sequence[dict[str, Any]]) -> list[Change]:
+    """The ledger of a batch that ran beside another session's: whatever a tree
+    diff found (a command's changes, a restage's) may be the other's; what a
+    write_file or edit wrote is its own."""
+
+    def found_by_diff(line: Change) -> bool:
+        if not isinstance(line.by, int):
+            return True
+        return 0 <= line.by < len(calls) and calls[line.by].get("tool") == "bash"
+
+    return [replace(line, ambiguous=True) if found_by_diff(line) else line for line in lines]

@@ -1,0 +1,287 @@
+"""The snapshot policy: what to restage before each call, and what the engine believes.
+
+- ``read_file``/``edit``'s text transform: nothing.
+- ``write_file`` (and the read-edit-write ``edit`` tool): before, a scoped
+  restage of the paths this session has written plus the targets (and what
+  the watcher saw); after, a ledger line per target. Consecutive writes are
+  restaged together, once before and once after the run, so a batch of N
+  writes costs two restages, not 2N.
+- ``bash`` judged destructive: a full restage before; after, the watcher's
+  paths, else a full restage. With a gap-free watcher the restage before is
+  scoped to what it saw: that records the same state, at the change's cost.
+- other ``bash``: before, the watcher's paths if it is healthy, else nothing;
+  after, the watcher's paths, else a full restage when the last one was under
+  the budget, else the change is *folded* into the next snapshot.
+- the first mutating call of a process: a full restage, unless the watch
+  daemon vouches for a gap-free watch since the last batch's watch mark.
+- a watcher gap: the next snapshot is a full restage.
+- the first command of a later batch without a watcher re-reads the tree
+  when that is cheap, else stops vouching (docs/ARCHITECTURE.md, "Checkpoints").
+
+What the engine believes is on disk is one value, a ``Belief``: the tree, whether
+every change since it was recorded is known (so a ledger line can name the
+call that made it), and the tracker's sync point with it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from earshot.agent.core.calls import Bash, Call, EditFile, WriteFile
+from earshot.agent.core.records import WatchMark, load_watch_mark
+from earshot.agent.core.tracker import ChangeTracker, NullTracker
+from earshot.cas.digest import Digest
+from earshot.cas.errors import EarshotError
+from earshot.cas.logs import get_logger
+from earshot.cas.project import Project, Recorded
+
+log = get_logger("earshot.agent")
+
+DEFAULT_BUDGET_NS = 200_000_000
+#: Overrides the budget, in milliseconds, for every engine of this process.
+ENV_BUDGET_MS = "EARSHOT_RESTAGE_BUDGET_MS"
+
+
+def budget_from_env() -> int:
+    """The restage budget: $EARSHOT_RESTAGE_BUDGET_MS, else 200 ms."""
+    raw = os.environ.get(ENV_BUDGET_MS)
+    if raw is None:
+        return DEFAULT_BUDGET_NS
+    try:
+        return int(float(raw) * 1_000_000)
+    except ValueError:
+        raise BadBudget(raw) from None
+
+
+class BadBudget(EarshotError):
+    def __init__(self, raw: str) -> None:
+        super().__init__(f"{ENV_BUDGET_MS}={raw!r} is not a number of milliseconds")
+
+
+@dataclass(frozen=True, slots=True)
+class Belief:
+    """What the engine believes is on disk.
+
+    ``tree``: the tree last recorded (None: nothing yet in this process, so
+    the first call restages everything or is vouched for). ``exact``: every
+    change since it was recorded is known, so what a diff finds can be pinned
+    on the call that made it. ``token``: the tracker's sync point with the
+    tree (a daemon's token is a string, and only then can a batch leave a
+    watch mark).
+    """
+
+    tree: Digest | None = None
+    exact: bool = False
+    token: object = None
+
+    def watch_mark(self) -> WatchMark | None:
+        """The mark a batch ending on this belief leaves (None: it vouches for nothing)."""
+        if self.exact and isinstance(self.token, str) and self.tree is not None:
+            return WatchMark(self.token, self.tree)
+        return None
+
+
+@dataclass(slots=True)
+class BatchState:
+    """What the policy keeps within one batch."""
+
+    #: When the batch began (before its first restage).
+    started_ns: int = 0
+    #: Without a watcher, anything may have changed since the last batch.
+    stale: bool = False
+    #: Whether this batch has restaged every path the session wrote.
+    written_fresh: bool = False
+    #: Paths this batch's writes name: recorded whatever the ignore rules say.
+    forced: set[str] = field(default_factory=set)
+    #: Another session's batch was running when this batch began.
+    overlap: bool = False
+
+
+class Restager:
+    """Keeps the recorded state up to date, as the policy says, and the belief with it."""
+
+    def __init__(
+        self, project: Project, session: str, tracker: ChangeTracker | None, budget_ns: int
+    ) -> None:
+        self.project = project
+        self.session = session
+        self.tracker = tracker or NullTracker()
+        self.watching = not isinstance(self.tracker, NullTracker)
+        self.budget_ns = budget_ns
+        self.belief = Belief()
+        self.batch = BatchState()
+
+    def full(self, note: str) -> Recorded:
+        log.debug("policy", restage="full", why=note)
+        token = self.tracker.token()  # before the walk: a change during it is reported next
+        rec = self.project.record(
+            None, note=note, session=self.session, listed=False, forced=self.batch.forced
+        )
+        self.batch.stale = False
+        self.belief = Belief(rec.snapshot.tree, exact=True, token=token)
+        return rec
+
+    def scoped(self, paths: set[str], note: str) -> Recorded:
+        """Restage ``paths`` on the believed tree."""
+        tree = self.belief.tree
+        assert tree is not None
+        log.debug("policy", restage="scoped", paths=len(paths), why=note)
+        rec = self.project.record(
+            sorted(paths),
+            base=tree,
+            note=note,
+            session=self.session,
+            listed=False,
+            forced=self.batch.forced & paths,
+        )
+        self.belief = replace(self.belief, tree=rec.snapshot.tree)
+        return rec
+
+    def seen(self) -> set[str] | None:
+        """What the tracker saw since the last sync point; moves the sync point on."""
+        seen, token = self.tracker.advance(self.belief.token)
+        self.belief = replace(self.belief, token=token)
+        return seen
+
+    def stop_vouching(self) -> None:
+        """Changes now on disk are not known: what a restage finds is pinned on no call."""
+        self.belief = replace(self.belief, exact=False)
+
+    def adopt(self, tree: Digest) -> None:
+        """Believe ``tree`` is on disk (what earshot itself just wrote and recorded)."""
+        self.belief = replace(self.belief, tree=tree)
+
+    def cheap(self) -> bool:
+        """Whether a full restage costs less than the budget."""
+        cost = self.project.full_restage_cost_ns()
+        return cost is not None and cost <= self.budget_ns
+
+    def vouched_start(self) -> tuple[bool, Recorded | None]:
+        """The first call of a process, when a daemon watched gap-free since the last batch.
+
+        (True, what was restaged) when it vouches; (False, None) when a full
+        restage is due.
+        """
+        if not self.watching:
+            return False, None
+        with self.project.store.backend.read() as view:
+            mark = load_watch_mark(view)
+        head = self.project.head_snapshot()
+        if mark is None or head is None or self.project.read_snapshot(head).tree != mark.tree:
+            return False, None
+        seen, token = self.tracker.advance(mark.token)
+        if seen is None:
+            return False, None
+        self.belief = Belief(mark.tree, exact=True, token=token)
+        log.debug("policy", restage="vouched", paths=len(seen))
+        if not seen:
+            return True, None
+        return True, self.scoped(seen, "the watcher vouches since the last batch")
+
+    def before_call(
+        self,
+        call: Call,
+        *,
+        destructive: Callable[[], bool],
+        targets: set[str],
+        written: tuple[str, ...],
+    ) -> Recorded | None:
+        """Bring the recorded state up to date as the policy asks before ``call``.
+
+        ``targets``: the paths the write run starting with ``call`` will write.
+        What the writes name is recorded whatever the ignore rules say, before
+        and after: a write of an ignored ``.env`` can be undone. ``written``:
+        every path the session has written.
+        """
+        batch = self.batch
+        batch.forced |= targets
+        if self.belief.tree is None:
+            vouched, rec = self.vouched_start()
+            if vouched:
+                return rec
+            batch.written_fresh = True
+            return self.full("before the first call of a process")
+        seen = self.seen()
+        if seen is None and self.watching:
+            batch.written_fresh = True
+            return self.full("the watcher had a gap")
+        if (seen is None or not self.belief.exact) and destructive():
+            batch.written_fresh = True
+            return self.full("before a destructive command")
+        # With a gap-free watcher, restaging what it saw brings every path up to
+        # date: the same state a full restage would record, at the cost of the
+        # change (so a destructive command gets a scoped restage here too).
+        if batch.stale and seen is None and isinstance(call, Bash):
+            # Without a watcher, anything may have changed since the last batch
+            # (the person, another tool). A command's changes are found by
+            # diffing whole trees, so re-read it all while that is cheap; else
+            # stop vouching, so what a restage finds is not pinned on the call.
+            batch.stale = False
+            if self.cheap():
+                batch.written_fresh = True
+                return self.full("a new batch, no watcher")
+            self.stop_vouching()
+        if isinstance(call, WriteFile | EditFile):
+            paths = set(targets)
+            if not batch.written_fresh:
+                # The person may have changed what the session wrote since its
+                # last batch: once per batch, re-read all of it.
+                paths |= set(written)
+                batch.written_fresh = True
+            if seen is not None:
+                paths |= seen
+            return self.scoped(paths, "before write_file")
+        if seen is not None:
+            return self.scoped(seen, "before bash (watcher)") if seen else None
+        return None
+
+    def after_command(self, *, destructive: Callable[[], bool], signalled: bool) -> bool:
+        """Record what a command changed, as the policy asks; False: folded (not recorded).
+
+        With a watcher, what it saw; a destructive command, or one that a
+        signal cut off, or any command while a full restage is cheap: a full
+        restage. Otherwise its changes are folded into the next snapshot and
+        the belief stops vouching.
+        """
+        seen = self.seen()
+        if seen is not None or destructive() or self.cheap() or signalled:
+            if seen is None:
+                self.full("after bash")
+            elif seen:
+                self.scoped(seen, "after bash (watcher)")
+            return True
+        self.stop_vouching()  # its changes go into the next snapshot, unattributed
+        return False
+
+    def after_writes(self, wrote: set[str]) -> None:
+        """Record what a run of writes changed (and whatever the watcher saw with it)."""
+        # The watcher saw these writes too: move its sync point past them.
+        seen = self.seen() if self.watching else None
+        self.scoped(wrote | (seen or set()), "after write_file")
+
+    def begin_own_changes(self) -> None:
+        """Before earshot itself changes files (undo, redo, rewind).
+
+        Adopt the watcher's picture when it vouches, so the batch these changes
+        make can leave a watch mark and the next process need not walk the tree.
+        """
+        if self.belief.tree is None:
+            self.vouched_start()
+
+    def end_own_changes(self) -> None:
+        """After earshot itself changed files: fold in what the watcher saw."""
+        if not (self.belief.exact and self.watching):
+            self.stop_vouching()
+            return
+        # What earshot wrote is recorded in the head (a scoped restage of every
+        # path it touched); building on it keeps the store's counts for free.
+        head = self.project.head_snapshot()
+        if head is not None:
+            self.adopt(self.project.read_snapshot(head).tree)
+        seen = self.seen()
+        if seen is None:
+            self.stop_vouching()
+        elif seen:
+            self.scoped(seen, "after earshot's own changes (watcher)")
