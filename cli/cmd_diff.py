@@ -6,7 +6,7 @@ import difflib
 
 import click
 
-from earshot.agent.core.records import State
+from earshot.agent.core.batch import State
 from earshot.cas.diff import Change, ChangeKind
 from earshot.cas.objects import ObjectReader
 from earshot.cas.project import Project

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from earshot.agent.core.batch import Batch, Change, State
 from earshot.agent.core.calls import CallResult
-from earshot.agent.core.records import Batch, Change, State
-from earshot.agent.core.undo import Impact
+from earshot.agent.core.reversal import Impact
 from earshot.cas.intents import Intent
 
 from .render import one_line, quote_path, when

@@ -18,31 +18,31 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTANTS = [
     (
-        "agent/core/undo.py",
+        "agent/core/reversal.py",
         "if not step.by_call and rev.deletions_need_call:",
         "if False:",
         "tests/agent/core/test_crash.py -k no_note",
     ),
     (
-        "agent/core/undo.py",
+        "agent/core/reversal.py",
         "if step.restore_to is not None and not step.restore_to.recorded:",
         "if False:",
         "tests/agent/core/test_fidelity_undo.py",
     ),
     (
-        "agent/core/undo.py",
+        "agent/core/reversal.py",
         "if current is not None and not current.recorded:",
         "if False:",
         "tests/agent/core/test_fidelity_undo.py",
     ),
     (
-        "agent/core/undo.py",
+        "agent/core/reversal.py",
         "elif step.ambiguous and not force:",
         "elif False:",
         "tests/agent/core/test_fidelity_undo.py -k another_session",
     ),
     (
-        "agent/core/engine.py",
+        "agent/core/records.py",
         "    return beside\n",
         "    return False\n",
         "tests/agent/core/test_fidelity_undo.py -k another_session",
@@ -84,9 +84,9 @@ MUTANTS = [
         "tests/agent/core/test_fidelity_undo.py -k ignored",
     ),
     (
-        "agent/core/engine.py",
-        "                end_intent(txn, held.intent)\n",
-        "                pass\n",
+        "agent/core/commit.py",
+        "            end_intent(txn, held.intent)\n",
+        "            pass\n",
         "tests/agent/core/test_crash.py -k test_3",
     ),
     (
@@ -103,8 +103,8 @@ MUTANTS = [
     ),
     (
         "agent/core/undo.py",
-        "            marks=_marks(rev, history, impact),",
-        "            marks=None,",
+        "marks=_marks(rev, history, impact),",
+        "marks=None,",
         "tests/agent/core/test_undo.py",
     ),
     (
@@ -114,15 +114,22 @@ MUTANTS = [
         "tests/agent/core/test_crash_harness.py tests/agent/core/test_crash.py -k no_note",
     ),
 ]
-only = set(int(a) for a in sys.argv[1:])
-for i, (f, old, new, tests) in enumerate(MUTANTS):
-    if only and i not in only:
-        continue
+
+
+def main() -> None:
+    only = {int(a) for a in sys.argv[1:]}
+    for i, mutant in enumerate(MUTANTS):
+        if not only or i in only:
+            run_mutant(i, *mutant)
+
+
+def run_mutant(i: int, f: str, old: str, new: str, tests: str) -> None:
+    """Apply one mutant, run its tests, print whether they caught it, and put the source back."""
     path = ROOT / f
     src = path.read_text()
     if old not in src:
         print(f"{i} MISSING {f}: {old[:50]!r}", flush=True)
-        continue
+        return
     path.write_text(src.replace(old, new, 1))
     try:
         r = subprocess.run(
@@ -147,3 +154,7 @@ for i, (f, old, new, tests) in enumerate(MUTANTS):
         )
     finally:
         path.write_text(src)
+
+
+if __name__ == "__main__":
+    main()

@@ -19,11 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from earshot.agent.core.batch import Batch, BatchKind, Change
 from earshot.agent.core.ledger import mark_ambiguous, merge_ledger
 from earshot.agent.core.records import (
-    Batch,
-    BatchKind,
-    Change,
     SessionRecord,
     WatchMark,
     get_batch,

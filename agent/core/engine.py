@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from earshot.agent.core.batch import Batch, BatchKind, Change
 from earshot.agent.core.calls import (
     Bash,
     Call,
@@ -35,12 +36,7 @@ from earshot.agent.core.commit import Draft, Marks, begin_intent, commit_batch, 
 from earshot.agent.core.conversation import BatchLinker
 from earshot.agent.core.git_fingerprint import noticing_git_changes
 from earshot.agent.core.policy import BatchState, Restager, budget_from_env
-from earshot.agent.core.records import (
-    Batch,
-    BatchKind,
-    Change,
-    get_session,
-)
+from earshot.agent.core.records import get_session
 from earshot.agent.core.tools import (
     Classifier,
     Tools,

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from earshot.agent.core.records import Change, State
+from earshot.agent.core.batch import Change, State
 from earshot.cas.diff import diff_trees
 from earshot.cas.digest import Digest
 from earshot.cas.lookup import lookup

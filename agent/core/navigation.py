@@ -26,11 +26,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from earshot.agent.core.batch import Batch
 from earshot.agent.core.conversation import log_dir, log_path, open_log
 from earshot.agent.core.engine import Engine
-from earshot.agent.core.records import Batch, SessionRecord, session_batches
+from earshot.agent.core.records import SessionRecord, session_batches
+from earshot.agent.core.reversal import Impact
 from earshot.agent.core.sessions import create_session, start_session_upkeep
-from earshot.agent.core.undo import Impact, NothingToUndo, undo_batches
+from earshot.agent.core.undo import NothingToUndo, undo_batches
 from earshot.agent.log.check import Problem, RepairResult, check, repair
 from earshot.agent.log.entries import BatchLink, Entry, ForkOrigin
 from earshot.agent.log.ids import EntryId, SessionId

@@ -31,12 +31,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
+from earshot.agent.core.batch import BY_RESTAGE, BatchKind, Change, State
 from earshot.agent.core.command import stop_orphaned_group
 from earshot.agent.core.commit import Draft
 from earshot.agent.core.engine import INTENT_CALLS, Engine
 from earshot.agent.core.ledger import tree_changes
 from earshot.agent.core.navigation import NAVIGATE, finish_navigation
-from earshot.agent.core.records import BY_RESTAGE, BatchKind, Change, State
 from earshot.agent.core.undo import finish_revert
 from earshot.cas.digest import Digest, short
 from earshot.cas.errors import EarshotError

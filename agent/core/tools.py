@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from earshot.agent.core.batch import BY_RESTAGE, Change
 from earshot.agent.core.calls import (
     Bash,
     Call,
@@ -28,7 +29,6 @@ from earshot.agent.core.command import run_command, shell_argv
 from earshot.agent.core.files import prepare_call, read_text_file, write_text_file
 from earshot.agent.core.ledger import state_at, tree_changes
 from earshot.agent.core.policy import Restager
-from earshot.agent.core.records import BY_RESTAGE, Change
 from earshot.cas import faults
 from earshot.cas.digest import blob_digest
 from earshot.cas.errors import EarshotError

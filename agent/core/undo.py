@@ -26,20 +26,30 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
+from earshot.agent.core.batch import Batch, BatchKind
 from earshot.agent.core.commit import Draft
 from earshot.agent.core.engine import Engine
-from earshot.agent.core.records import Batch, BatchKind, Change, State, get_batch, session_batches
+from earshot.agent.core.records import get_batch, session_batches
+from earshot.agent.core.reversal import (
+    NOT_BY_A_CALL,
+    Impact,
+    Reversal,
+    Reverter,
+    redo_reversal,
+    self_ledger,
+    temp_dirs,
+    tree_of,
+    undo_reversal,
+)
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.intents import Held
-from earshot.cas.lookup import is_dir, lookup
-from earshot.cas.objects import ObjectReader
+from earshot.cas.lookup import lookup
 from earshot.cas.project import Project
-from earshot.cas.restore import Applier, RestorePlan, remove_temp_files, verify_plan
-from earshot.cas.tree import Kind, TreeEntry
+from earshot.cas.restore import remove_temp_files, verify_plan
+from earshot.cas.tree import Kind
 
 
 class NothingToUndo(EarshotError):
@@ -81,32 +91,6 @@ class NotRecordedYet(EarshotError):
         self.seq = seq
 
 
-#: Why undo keeps a created path it cannot prove a call made: final, no retry
-#: (not even --force) would delete it.
-NOT_BY_A_CALL = "not made by a call of this session; kept"
-#: A path whose state before the batch earshot never held (over the size
-#: limit, unreadable, a FIFO): it cannot be brought back, and is not touched.
-NOT_HELD_BEFORE = "its state before was not recorded (too large, unreadable or special); kept"
-#: A path present now whose content earshot does not hold: never overwritten or deleted.
-NOT_HELD_NOW = "not recorded as it is now (too large, unreadable or special); left alone"
-
-
-@dataclass(slots=True)
-class Impact:
-    """What an undo or redo did (or, with dry run, would do)."""
-
-    batches: list[int]
-    restored: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    conflicts: list[str] = field(default_factory=list)
-    #: Paths left alone on purpose, with the reason (e.g. not made by a call).
-    kept: list[tuple[str, str]] = field(default_factory=list)
-    removed_dirs: list[str] = field(default_factory=list)
-    record: int | None = None
-    #: Conflicts that are creations another session may have made (--force deletes).
-    ambiguous: list[str] = field(default_factory=list)
-
-
 @contextmanager
 def project_lock(project: Project) -> Iterator[None]:
     """One undo/redo/rewind at a time per project; a second is refused at once."""
@@ -121,55 +105,6 @@ def project_lock(project: Project) -> Iterator[None]:
         os.close(fd)
 
 
-@dataclass(frozen=True, slots=True)
-class _Step:
-    """One path: from what the disk should hold, back to what it held."""
-
-    path: str
-    expect: State | None
-    restore_to: State | None
-    by_call: bool
-    #: A batch of another session ran beside it: the change may be that one's.
-    ambiguous: bool = False
-
-
-def _steps(batches: list[Batch]) -> list[_Step]:
-    """Per path: the earliest batch's before, the latest batch's after."""
-    first: dict[str, Change] = {}
-    last: dict[str, Change] = {}
-    for batch in sorted(batches, key=lambda b: b.seq):
-        for line in batch.ledger:
-            first.setdefault(line.path, line)
-            last[line.path] = line
-    return [
-        _Step(
-            path,
-            last[path].after,
-            first[path].before,
-            isinstance(first[path].by, int),
-            first[path].ambiguous,
-        )
-        for path in sorted(first)
-    ]
-
-
-@dataclass(frozen=True, slots=True)
-class Reversal:
-    """What a revert undoes or replays, and what its batch will say."""
-
-    kind: BatchKind
-    steps: list[_Step]
-    #: The tree before the earliest reverted batch: which directories existed then.
-    anchor_tree: Digest | None
-    #: The batches reverted (undo, rewind) or the undo replayed (redo).
-    targets: tuple[int, ...]
-    call: dict[str, Any]
-    #: Undo deletes only what a call made; redo replays what an undo did.
-    deletions_need_call: bool
-    #: The batches the impact lists (newest first for undo).
-    shown: list[int]
-
-
 def _history(engine: Engine) -> list[Batch]:
     """The session's batches, their ledgers only counted: the revert reads the
     ledgers of just the batches it reverts."""
@@ -181,38 +116,6 @@ def _full(engine: Engine, batches: list[Batch]) -> list[Batch]:
     """The same batches with their ledgers."""
     found = _batches(engine, [b.seq for b in batches])
     return [found[b.seq] for b in batches if b.seq in found]
-
-
-def _tree_of(project: Project, snapshot: Digest | None) -> Digest | None:
-    if snapshot is None:
-        return None
-    return project.read_snapshot(snapshot).tree
-
-
-def _undo_reversal(
-    engine: Engine, targets: list[Batch], kind: BatchKind, call: dict[str, Any]
-) -> Reversal:
-    return Reversal(
-        kind,
-        _steps(targets),
-        _tree_of(engine.project, targets[0].before),
-        tuple(b.seq for b in targets),
-        call,
-        True,
-        [b.seq for b in reversed(targets)],
-    )
-
-
-def _redo_reversal(engine: Engine, undone: Batch) -> Reversal:
-    return Reversal(
-        BatchKind.REDO,
-        [_Step(c.path, c.after, c.before, True) for c in undone.ledger],
-        _tree_of(engine.project, undone.before),
-        (undone.seq,),
-        {"tool": "redo"},
-        False,
-        list(undone.targets),
-    )
 
 
 def _marks(
@@ -247,7 +150,7 @@ def _refuse_if_unrecorded(engine: Engine) -> None:
             raise NotRecordedYet(int(intent.doc["seq"]), intents.is_live(intent))
 
 
-def undo(engine: Engine, count: int = 1, force: bool = False, dry_run: bool = False) -> Impact:
+def undo(engine: Engine, count: int = 1, *, force: bool = False, dry_run: bool = False) -> Impact:
     """Revert the session's last ``count`` undoable batches."""
     with project_lock(engine.project):
         _refuse_if_unrecorded(engine)
@@ -257,13 +160,16 @@ def undo(engine: Engine, count: int = 1, force: bool = False, dry_run: bool = Fa
         if count > len(candidates):
             raise TooFewBatches(count, len(candidates))
         call: dict[str, Any] = {"tool": "undo", "count": count}
-        rev = _undo_reversal(engine, _full(engine, candidates[-count:]), BatchKind.UNDO, call)
+        rev = undo_reversal(
+            engine.project, _full(engine, candidates[-count:]), BatchKind.UNDO, call
+        )
         return _revert(engine, rev, force=force, dry_run=dry_run)
 
 
 def undo_batches(
     engine: Engine,
     seqs: list[int],
+    *,
     force: bool = False,
     dry_run: bool = False,
     kind: BatchKind = BatchKind.REWIND,
@@ -283,11 +189,11 @@ def undo_batches(
         if not targets:
             raise NothingToUndo("restore")
         call: dict[str, Any] = {"tool": kind.value, "batches": sorted(wanted)}
-        rev = _undo_reversal(engine, _full(engine, targets), kind, call)
+        rev = undo_reversal(engine.project, _full(engine, targets), kind, call)
         return _revert(engine, rev, force=force, dry_run=dry_run, then=then)
 
 
-def redo(engine: Engine, force: bool = False, dry_run: bool = False) -> Impact:
+def redo(engine: Engine, *, force: bool = False, dry_run: bool = False) -> Impact:
     """Replay the most recent undo (or rewind) that has not been redone."""
     with project_lock(engine.project):
         _refuse_if_unrecorded(engine)
@@ -299,7 +205,7 @@ def redo(engine: Engine, force: bool = False, dry_run: bool = False) -> Impact:
         if not undos:
             raise NothingToUndo("redo")
         (last,) = _full(engine, undos[-1:])
-        return _revert(engine, _redo_reversal(engine, last), force=force, dry_run=dry_run)
+        return _revert(engine, redo_reversal(engine.project, last), force=force, dry_run=dry_run)
 
 
 def finish_revert(engine: Engine, held: Held, then: Held | None = None) -> Impact:
@@ -316,10 +222,10 @@ def finish_revert(engine: Engine, held: Held, then: Held | None = None) -> Impac
     with project_lock(engine.project):
         history = _batches(engine, targets)
         if kind is BatchKind.REDO:
-            rev = _redo_reversal(engine, history[targets[0]])
+            rev = redo_reversal(engine.project, history[targets[0]])
         else:
             batches = [history[t] for t in targets if t in history]
-            rev = _undo_reversal(engine, batches, kind, dict(doc.get("call", {})))
+            rev = undo_reversal(engine.project, batches, kind, dict(doc.get("call", {})))
         return _revert(
             engine, rev, force=bool(doc.get("force")), dry_run=False, resume=held, then=then
         )
@@ -339,7 +245,7 @@ def _revert(
     impact = Impact(batches=list(rev.shown))
     if not dry_run:
         engine.begin_own_changes()
-    reverter = Reverter(engine)
+    reverter = Reverter(engine.project)
     paths = sorted({s.path for s in rev.steps})
     # Forced: a path a ledger names is recorded whatever the ignore rules say.
     now = project.record(paths, note=f"before {rev.kind.value}", listed=False, forced=paths)
@@ -348,7 +254,7 @@ def _revert(
         return impact
     with project.store.reader() as reader:
         verify_plan(reader, plan)  # a damaged store stops here, before the intent
-    dirs = _dirs(paths)
+    dirs = temp_dirs(paths)
     first_before = now.digest
     done_before: set[str] = set()
     if resume is None:
@@ -369,7 +275,7 @@ def _revert(
         # What the first attempt set out to do, worked out again from the
         # state it started from: the paths it reached are part of this batch.
         earlier = Impact(batches=[])
-        first_plan = reverter.plan(rev, _tree_of(project, first_before), earlier, force)
+        first_plan = reverter.plan(rev, tree_of(project, first_before), earlier, force)
         done_before = set(earlier.restored) | set(earlier.deleted)
         # Directories it made may still lack their final mode (set last).
         with project.store.reader() as reader:
@@ -381,7 +287,7 @@ def _revert(
         after = reverter.apply(plan, now.snapshot.tree, impact, held)
         engine.end_own_changes()
         done = set(impact.restored) | set(impact.deleted) | done_before
-        ledger = _self_ledger(project, first_before, after, done)
+        ledger = self_ledger(project, first_before, after, done)
         history = _batches(engine, _marked(rev, project, engine.session.id))
         draft = Draft(
             rev.kind,
@@ -420,173 +326,3 @@ def _batches(engine: Engine, seqs: list[int]) -> dict[int, Batch]:
             if batch is not None:
                 out[seq] = batch
     return out
-
-
-def _dirs(paths: list[str]) -> list[str]:
-    """The directories a revert of ``paths`` may write temp files into."""
-    return sorted({p.rpartition("/")[0] for p in paths})
-
-
-def _blocked(reader: ObjectReader, tree: Digest, path: str) -> bool:
-    """Whether an ancestor of ``path`` exists but is not a directory (a link, a file).
-
-    An absent ancestor is fine: undo recreates it. One that is a link must
-    never be written through, nor hide a path undo should report.
-    """
-    parts = path.split("/")[:-1]
-    for depth in range(1, len(parts) + 1):
-        entry = lookup(reader, tree, "/".join(parts[:depth]))
-        if entry is None:
-            return False
-        if entry.kind is not Kind.DIR:
-            return True
-    return False
-
-
-def _entry(path: str, state: State) -> TreeEntry:
-    name = path.rpartition("/")[2].encode("utf-8", "surrogateescape")
-    return TreeEntry(name, state.kind, state.mode, 0, state.digest)
-
-
-class Reverter:
-    """Plans and applies the reversal of a set of ledger steps."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.project = engine.project
-
-    def plan(
-        self, rev: Reversal, now_tree: Digest | None, impact: Impact, force: bool
-    ) -> RestorePlan:
-        """The plan to revert ``rev`` over ``now_tree``; fills ``impact`` as it goes."""
-        plan = RestorePlan()
-        if now_tree is None:
-            return plan
-        mkdirs: set[str] = set()
-        with self.project.store.reader() as reader:
-            for step in rev.steps:
-                current = State.of(lookup(reader, now_tree, step.path))
-                if _blocked(reader, now_tree, step.path):
-                    # Changed since the batch in the way that matters most: a
-                    # parent is now a link (never written through) or a file.
-                    impact.conflicts.append(step.path)
-                    continue
-                if current == step.restore_to:
-                    continue
-                # What earshot does not hold, it does not touch (promise 8).
-                if step.restore_to is not None and not step.restore_to.recorded:
-                    impact.kept.append((step.path, NOT_HELD_BEFORE))
-                    continue
-                if current is not None and not current.recorded:
-                    impact.kept.append((step.path, NOT_HELD_NOW))
-                    continue
-                if step.restore_to is None:
-                    if not step.by_call and rev.deletions_need_call:
-                        impact.kept.append((step.path, NOT_BY_A_CALL))
-                    elif current != step.expect:
-                        impact.conflicts.append(step.path)
-                    elif step.ambiguous and not force:
-                        # Another session's batch ran at the same time and may
-                        # have made it: deleted only with --force.
-                        impact.conflicts.append(step.path)
-                        impact.ambiguous.append(step.path)
-                    elif current is not None and current.kind is Kind.DIR:
-                        plan.rmdirs.append(step.path)  # only if still empty then
-                        impact.deleted.append(step.path)
-                    elif current is not None:
-                        plan.deletes.append((step.path, _entry(step.path, current)))
-                        impact.deleted.append(step.path)
-                    continue
-                if current != step.expect and not force:
-                    impact.conflicts.append(step.path)
-                    continue
-                self._parents(reader, now_tree, rev.anchor_tree, step.path, plan, mkdirs)
-                if step.restore_to.kind is Kind.DIR:
-                    if current is not None and current.kind is not Kind.DIR:
-                        impact.conflicts.append(step.path)  # a file where a directory was
-                        continue
-                    entry = _entry(step.path, step.restore_to)
-                    if current is None and step.path not in mkdirs:
-                        plan.mkdirs.append((step.path, entry))
-                        mkdirs.add(step.path)
-                    elif current is not None:
-                        plan.chmods.append((step.path, entry))
-                    impact.restored.append(step.path)
-                    continue
-                plan.writes.append((step.path, _entry(step.path, step.restore_to)))
-                impact.restored.append(step.path)
-            rmdirs: set[str] = set()
-            for path in impact.deleted:
-                self._created_dirs(reader, rev.anchor_tree, path, plan, rmdirs)
-        impact.removed_dirs = sorted(rmdirs)
-        return plan
-
-    def apply(self, plan: RestorePlan, now_tree: Digest, impact: Impact, held: Held) -> Digest:
-        """Carry out a verified plan; record and return the snapshot after it."""
-        with self.project.store.reader() as blobs:
-            result = Applier(str(self.project.root), blobs, held.id).apply(plan, verified=True)
-        for path, reason in result.skipped:
-            impact.kept.append((path, reason))
-            if path in impact.restored:
-                impact.restored.remove(path)
-            if path in impact.deleted:
-                impact.deleted.remove(path)
-        impact.removed_dirs = result.removed_dirs
-        touched = {p for p, _ in plan.writes + plan.deletes}
-        touched |= set(result.removed_dirs) | set(result.created_dirs)
-        after = self.project.record(sorted(touched), base=now_tree, note="after undo", listed=False)
-        return after.digest
-
-    def _parents(
-        self,
-        reader: ObjectReader,
-        now: Digest,
-        anchor: Digest | None,
-        path: str,
-        plan: RestorePlan,
-        planned: set[str],
-    ) -> None:
-        """Directories a restored path needs, as they were before the batches."""
-        parts = path.split("/")[:-1]
-        for depth in range(1, len(parts) + 1):
-            parent = "/".join(parts[:depth])
-            if parent in planned or is_dir(reader, now, parent):
-                continue
-            old = lookup(reader, anchor, parent) if anchor is not None else None
-            mode = old.mode if old is not None and old.kind is Kind.DIR else 0o755
-            name = parts[depth - 1].encode("utf-8", "surrogateescape")
-            plan.mkdirs.append((parent, TreeEntry(name, Kind.DIR, mode, 0, None)))
-            planned.add(parent)
-
-    def _created_dirs(
-        self,
-        reader: ObjectReader,
-        anchor: Digest | None,
-        path: str,
-        plan: RestorePlan,
-        planned: set[str],
-    ) -> None:
-        """Parents of a deleted path that did not exist before the batches."""
-        parts = path.split("/")[:-1]
-        for depth in range(len(parts), 0, -1):
-            parent = "/".join(parts[:depth])
-            if parent in planned:
-                break  # and every ancestor of it was looked at already
-            if anchor is not None and is_dir(reader, anchor, parent):
-                break
-            plan.rmdirs.append(parent)
-            planned.add(parent)
-
-
-def _self_ledger(project: Project, before: Digest, after: Digest, paths: set[str]) -> list[Change]:
-    """What the revert itself changed: the exact states before and after, per path."""
-    old, new = _tree_of(project, before), _tree_of(project, after)
-    assert old is not None and new is not None
-    lines = []
-    with project.store.reader() as reader:
-        for path in sorted(paths):
-            a = State.of(lookup(reader, old, path))
-            b = State.of(lookup(reader, new, path))
-            if a != b:
-                lines.append(Change(path, a, b, "undo"))
-    return lines

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
+from earshot.agent.core.batch import Batch
 from earshot.agent.core.engine import Engine
-from earshot.agent.core.records import TABLES, Batch, session_batches
+from earshot.agent.core.records import TABLES, session_batches
 from earshot.agent.core.sessions import create_session
 from earshot.cas.project import Project, Recorded
 

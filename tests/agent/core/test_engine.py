@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from earshot.agent.core.batch import BatchKind
 from earshot.agent.core.calls import Bash, EditFile, ReadFile, WriteFile
 from earshot.agent.core.engine import Engine, UnknownSession
-from earshot.agent.core.records import BatchKind, get_session
+from earshot.agent.core.records import get_session
 from earshot.agent.core.undo import NothingToUndo, redo, undo
 from earshot.cas.digest import blob_digest
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from earshot.agent.core.batch import BatchKind
 from earshot.agent.core.calls import Bash, EditFile, EditMismatch, ReadFile, WriteFile, edit
-from earshot.agent.core.records import BatchKind
 from earshot.agent.core.undo import NothingToUndo, undo
 from earshot.cas.digest import blob_digest
 
