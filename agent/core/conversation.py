@@ -27,7 +27,8 @@ from pathlib import Path
 from earshot.agent.core.batch import Batch
 from earshot.agent.core.records import SessionRecord, all_sessions, count_batches, get_session
 from earshot.agent.core.sessions import ENV_SESSION, create_session, start_session_upkeep
-from earshot.agent.log.entries import AssistantMessage, BatchLink, Entry, ForkOrigin, UserMessage
+from earshot.agent.log.entries import AssistantMessage, BatchLink, Entry, UserMessage
+from earshot.agent.log.header import ForkOrigin
 from earshot.agent.log.ids import NoMatchingId, SessionId, is_id, normalize_prefix, resolve_prefix
 from earshot.agent.log.listing import SUFFIX, SessionInfo, list_sessions, session_files
 from earshot.agent.log.logfile import SessionExists, SessionNotFound

@@ -34,7 +34,8 @@ from earshot.agent.core.reversal import Impact
 from earshot.agent.core.sessions import create_session, start_session_upkeep
 from earshot.agent.core.undo import NothingToUndo, undo_batches
 from earshot.agent.log.check import Problem, RepairResult, check, repair
-from earshot.agent.log.entries import BatchLink, Entry, ForkOrigin
+from earshot.agent.log.entries import BatchLink, Entry
+from earshot.agent.log.header import ForkOrigin
 from earshot.agent.log.ids import EntryId, SessionId
 from earshot.agent.log.listing import session_files
 from earshot.agent.log.logfile import SessionNotFound

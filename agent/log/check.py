@@ -19,12 +19,12 @@ from pathlib import Path
 from earshot.agent.log.entries import (
     Compaction,
     Entry,
-    EntryFormatError,
     ToolCall,
     decode_entry,
-    decode_header,
     now_ts,
 )
+from earshot.agent.log.fields import EntryFormatError
+from earshot.agent.log.header import decode_header
 from earshot.agent.log.ids import EntryId
 from earshot.agent.log.logfile import SessionCorrupt, gc_paused, pread_all
 from earshot.agent.log.scan import TornTail, scan

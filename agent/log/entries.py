@@ -1,11 +1,6 @@
-"""The lines of a session file: header, entries and their JSON form.
+"""The entries of a session file: every line after the header, and their JSON form.
 
-Header (line 1)::
-
-    {"type": "session", "version": 1, "id": <session id>, "root": <abs path>,
-     "created": <ts>, "forkOf": {"session": <session id>, "entry": <entry id|null>}}
-
-``forkOf`` appears only in forks. Every further line is an entry::
+Line 1 is the header (:mod:`.header`). Every further line is an entry::
 
     {"id": <entry id>, "parentId": <entry id|null>, "type": <type>, "ts": <ts>, ...fields}
 
@@ -21,30 +16,27 @@ with the fields of its type::
 Navigation, label and repair entries are not tree nodes: their ``parentId``
 records the leaf when they were written. Unknown types load as
 ``OtherEntry`` nodes, so older readers keep working on newer files.
+The field readers and the line encoder are in :mod:`.fields`.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias
 
-from earshot.agent.log.ids import EntryId, SessionId
-from earshot.cas.errors import EarshotError
-
-FORMAT_VERSION = 1
-HEADER_TYPE = "session"
+from earshot.agent.log.fields import (
+    EntryFormatError,
+    dumps,
+    read_bool,
+    read_int,
+    read_opt_id,
+    read_str,
+)
+from earshot.agent.log.header import HEADER_TYPE
+from earshot.agent.log.ids import EntryId
 
 JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
-
-
-class EntryFormatError(EarshotError):
-    """A line that is JSON but not a well-formed header or entry."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def now_ts() -> str:
@@ -53,34 +45,6 @@ def now_ts() -> str:
     seconds, rest = divmod(ns, 1_000_000_000)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
     return f"{stamp}.{rest // 1_000_000:03d}Z"
-
-
-def _str(obj: dict[str, Any], key: str) -> str:
-    value = obj.get(key)
-    if type(value) is str:
-        return value
-    raise EntryFormatError(f"field {key!r} must be a string")
-
-
-def _opt_id(obj: dict[str, Any], key: str) -> EntryId | None:
-    value = obj.get(key)
-    if value is None or isinstance(value, str):
-        return EntryId(value) if value is not None else None
-    raise EntryFormatError(f"field {key!r} must be an id or null")
-
-
-def _int(obj: dict[str, Any], key: str) -> int:
-    value = obj.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise EntryFormatError(f"field {key!r} must be an integer")
-    return value
-
-
-def _bool(obj: dict[str, Any], key: str) -> bool:
-    value = obj.get(key, False)
-    if not isinstance(value, bool):
-        raise EntryFormatError(f"field {key!r} must be true or false")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +59,7 @@ class UserMessage:
 
     @classmethod
     def parse(cls, obj: dict[str, Any]) -> UserMessage:
-        return cls(_str(obj, "text"))
+        return cls(read_str(obj, "text"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +74,7 @@ class AssistantMessage:
 
     @classmethod
     def parse(cls, obj: dict[str, Any]) -> AssistantMessage:
-        return cls(_str(obj, "text"))
+        return cls(read_str(obj, "text"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +91,7 @@ class ToolCall:
 
     @classmethod
     def parse(cls, obj: dict[str, Any]) -> ToolCall:
-        return cls(_str(obj, "callId"), _str(obj, "name"), obj.get("input"))
+        return cls(read_str(obj, "callId"), read_str(obj, "name"), obj.get("input"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +115,10 @@ class ToolResult:
     @classmethod
     def parse(cls, obj: dict[str, Any]) -> ToolResult:
         return cls(
-            _str(obj, "callId"), obj.get("output"), _bool(obj, "isError"), _bool(obj, "interrupted")
+            read_str(obj, "callId"),
+            obj.get("output"),
+            read_bool(obj, "isError"),
+            read_bool(obj, "interrupted"),
         )
 
 
@@ -172,7 +139,7 @@ class Compaction:
 
     @classmethod
     def parse(cls, obj: dict[str, Any]) -> Compaction:
-        return cls(_str(obj, "summary"), _opt_id(obj, "firstKeptId"))
+        return cls(read_str(obj, "summary"), read_opt_id(obj, "firstKeptId"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +154,7 @@ class Navigation:
 
     @classmethod
     def parse(cls, obj: dict[str, Any]) -> Navigation:
-        return cls(_opt_id(obj, "target"))
+        return cls(read_opt_id(obj, "target"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +170,7 @@ class Label:
 
     @classmethod
     def parse(cls, obj: dict[str, Any]) -> Label:
-        return cls(EntryId(_str(obj, "target")), _str(obj, "label"))
+        return cls(EntryId(read_str(obj, "target")), read_str(obj, "label"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +185,7 @@ class BatchLink:
 
     @classmethod
     def parse(cls, obj: dict[str, Any]) -> BatchLink:
-        return cls(_int(obj, "batch"))
+        return cls(read_int(obj, "batch"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +201,7 @@ class Permission:
 
     @classmethod
     def parse(cls, obj: dict[str, Any]) -> Permission:
-        return cls(_str(obj, "tool"), obj.get("detail"))
+        return cls(read_str(obj, "tool"), obj.get("detail"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +217,7 @@ class Repair:
 
     @classmethod
     def parse(cls, obj: dict[str, Any]) -> Repair:
-        return cls(_int(obj, "offset"), _int(obj, "line"))
+        return cls(read_int(obj, "offset"), read_int(obj, "line"))
 
 
 RESERVED_FIELDS = frozenset({"id", "parentId", "type", "ts"})
@@ -270,7 +237,7 @@ class OtherEntry:
     @classmethod
     def parse(cls, obj: dict[str, Any]) -> OtherEntry:
         data = {k: v for k, v in obj.items() if k not in RESERVED_FIELDS}
-        return cls(_str(obj, "type"), data)
+        return cls(read_str(obj, "type"), data)
 
 
 Body: TypeAlias = (
@@ -333,37 +300,6 @@ class Entry:
         return not isinstance(self.body, META_TYPES)
 
 
-@dataclass(frozen=True, slots=True)
-class ForkOrigin:
-    """Where a fork came from: the source session and the entry it continues."""
-
-    session: SessionId
-    entry: EntryId | None
-
-
-@dataclass(frozen=True, slots=True)
-class Header:
-    """Line 1 of a session file."""
-
-    id: SessionId
-    root: str
-    created: str
-    version: int = FORMAT_VERSION
-    fork_of: ForkOrigin | None = None
-
-
-def _dumps(obj: dict[str, Any]) -> bytes:
-    # json escapes control characters inside strings, so a line never holds a
-    # raw newline; non-ASCII stays readable.
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        # Lone surrogates (undecodable bytes of a tool's output) are not UTF-8;
-        # escaped as \udcxx they read back exactly.
-        return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
-
-
 def encode_entry(entry: Entry) -> bytes:
     """The entry as one JSON line, newline included."""
     obj: dict[str, Any] = {
@@ -373,7 +309,7 @@ def encode_entry(entry: Entry) -> bytes:
         "ts": entry.ts,
     }
     obj.update(entry.body.fields())
-    return _dumps(obj)
+    return dumps(obj)
 
 
 def decode_entry(obj: dict[str, Any]) -> Entry:
@@ -397,37 +333,3 @@ def decode_entry(obj: dict[str, Any]) -> Entry:
             raise EntryFormatError("a second session header")
         parser = OtherEntry
     return Entry(ident, parent, ts, parser.parse(obj))
-
-
-def encode_header(header: Header) -> bytes:
-    """The header as one JSON line, newline included."""
-    obj: dict[str, Any] = {
-        "type": HEADER_TYPE,
-        "version": header.version,
-        "id": header.id,
-        "root": header.root,
-        "created": header.created,
-    }
-    if header.fork_of is not None:
-        obj["forkOf"] = {"session": header.fork_of.session, "entry": header.fork_of.entry}
-    return _dumps(obj)
-
-
-def decode_header(obj: dict[str, Any]) -> Header:
-    """The header from a parsed first line; ``EntryFormatError`` if it is not one."""
-    if obj.get("type") != HEADER_TYPE:
-        raise EntryFormatError("line 1 is not a session header")
-    version = _int(obj, "version")
-    if version > FORMAT_VERSION:
-        raise EntryFormatError(
-            f"format version {version} is newer than this earshot reads ({FORMAT_VERSION})"
-        )
-    fork_of = None
-    raw = obj.get("forkOf")
-    if raw is not None:
-        if not isinstance(raw, dict):
-            raise EntryFormatError("field 'forkOf' must be an object")
-        fork_of = ForkOrigin(SessionId(_str(raw, "session")), _opt_id(raw, "entry"))
-    return Header(
-        SessionId(_str(obj, "id")), _str(obj, "root"), _str(obj, "created"), version, fork_of
-    )

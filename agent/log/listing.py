@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from earshot.agent.log.entries import EntryFormatError, ForkOrigin, decode_header
+from earshot.agent.log.fields import EntryFormatError
+from earshot.agent.log.header import ForkOrigin, decode_header
 from earshot.agent.log.ids import SessionId, is_id, resolve_prefix
 from earshot.cas.logs import get_logger
 

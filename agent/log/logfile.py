@@ -43,19 +43,16 @@ from earshot.agent.log.entries import (
     Body,
     Compaction,
     Entry,
-    EntryFormatError,
-    ForkOrigin,
-    Header,
     Label,
     Navigation,
     OtherEntry,
     Repair,
     decode_entry,
-    decode_header,
     encode_entry,
-    encode_header,
     now_ts,
 )
+from earshot.agent.log.fields import EntryFormatError
+from earshot.agent.log.header import ForkOrigin, Header, decode_header, encode_header
 from earshot.agent.log.ids import EntryId, SessionId, new_entry_id, new_session_id
 from earshot.agent.log.scan import TornTail, scan
 from earshot.agent.log.tree import SessionTree, TreeError

@@ -25,8 +25,6 @@ from earshot.agent.log.entries import (
     BatchLink,
     Body,
     Entry,
-    ForkOrigin,
-    Header,
     Label,
     Navigation,
     Repair,
@@ -34,6 +32,7 @@ from earshot.agent.log.entries import (
     ToolResult,
     now_ts,
 )
+from earshot.agent.log.header import ForkOrigin, Header
 from earshot.agent.log.ids import EntryId, SessionId, new_entry_id, resolve_prefix
 from earshot.agent.log.logfile import InvalidEntry, SessionFile, write_new_file
 from earshot.agent.log.scan import TornTail

@@ -15,10 +15,10 @@ process substitutions, function bodies (even if never called), if/for/while/
 case bodies, ``[[ ]]`` tests, assignments and redirect targets. Quoted
 strings are data (``echo "rm -rf /"`` is safe) unless a shell will run them.
 
-For each simple command the literal words are recovered (quotes and escapes
-removed; a word with an expansion becomes "unknown") and looked up in a
-curated table (:mod:`.rules` dispatches to :mod:`.wrappers`,
-:mod:`.files`, :mod:`.packages` and :mod:`.windows`):
+For each simple command the literal words are recovered by :mod:`.words`
+(quotes and escapes removed; a word with an expansion becomes "unknown") and
+looked up in a curated table (:mod:`.rules` dispatches to :mod:`.wrappers`,
+:mod:`.interpreters`, :mod:`.files`, :mod:`.packages` and :mod:`.windows`):
 
 * Wrappers are unwrapped and the wrapped command classified: ``sudo``,
   ``doas``, ``env`` (assignments, ``-u``, ``-C``, ``-S``), ``xargs``,
@@ -111,18 +111,16 @@ Unknown commands are not destructive, or every command would be.
 
 from __future__ import annotations
 
-import functools
 import posixpath
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Node
 
 from earshot.agent.shell.argv import SAME_DIR, Arg, Argv
 from earshot.agent.shell.rules import classify_argv
+from earshot.agent.shell.words import literal, parse, stdin_text, text
 
 __all__ = ["MAX_DEPTH", "Verdict", "classify"]
 
@@ -147,11 +145,6 @@ _CONDITIONAL = frozenset(
     {"if_statement", "while_statement", "for_statement", "c_style_for_statement",
      "case_statement", "function_definition"}
 )  # fmt: skip
-_DQ_ESCAPE = re.compile(r'\\([\\"$`\n])')
-_ESCAPE = re.compile(r"\\(.)", re.S)
-_ANSI_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|[0-7]{1,3}|.)", re.S)
-_ANSI_SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b",
-                "E": "\x1b", "f": "\f", "v": "\v"}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,98 +153,6 @@ class Verdict:
 
     destructive: bool
     reasons: tuple[str, ...]
-
-
-@functools.cache
-def _language() -> Language:
-    # Wrapping the compiled grammar is cheap but needless to repeat.
-    return Language(tree_sitter_bash.language())
-
-
-_parser_local = threading.local()
-
-
-def _parse(source: str) -> Node:
-    # A Parser is not safe to share between threads; one per thread, reused.
-    parser: Parser | None = getattr(_parser_local, "parser", None)
-    if parser is None:
-        parser = Parser(_language())
-        _parser_local.parser = parser
-    # surrogatepass: a str may hold lone surrogates (os.fsdecode of odd file
-    # names); they must survive the round trip to reach path_exists intact.
-    return parser.parse(source.encode("utf-8", "surrogatepass")).root_node
-
-
-def _text(node: Node) -> str:
-    raw = node.text or b""
-    try:
-        return raw.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:  # a node cut inside a character: only in error trees
-        return raw.decode("utf-8", "replace")
-
-
-def _ansi_c(body: str) -> str:
-    def replace(match: re.Match[str]) -> str:
-        code = match.group(1)
-        if code[0] == "x" and len(code) > 1:
-            return chr(int(code[1:], 16))
-        if code[0] in "01234567":
-            return chr(int(code, 8))
-        return _ANSI_SIMPLE.get(code, code)
-
-    return _ANSI_ESCAPE.sub(replace, body)
-
-
-def _literal(node: Node) -> Arg:
-    """The value of a shell word if it has no expansion in it, else None."""
-    kind = node.type
-    if kind == "word":
-        return _ESCAPE.sub(r"\1", _text(node).replace("\\\n", ""))
-    if kind == "number":
-        return _text(node)
-    if kind == "raw_string":
-        return _text(node)[1:-1]
-    if kind == "ansi_c_string":
-        return _ansi_c(_text(node)[2:-1])
-    if kind == "string":
-        parts = []
-        for child in node.named_children:
-            if child.type != "string_content":
-                return None
-            parts.append(_DQ_ESCAPE.sub(r"\1", _text(child)))
-        return "".join(parts)
-    if kind in ("concatenation", "command_name"):
-        pieces = []
-        for child in node.children:
-            piece = _literal(child)
-            if piece is None:
-                return None
-            pieces.append(piece)
-        return "".join(pieces)
-    return None
-
-
-def _stdin_text(command: Node) -> str | None:
-    """The text a command reads on stdin when the command line shows it.
-
-    A here-string or heredoc is visible; a pipe, an input file or the
-    inherited stdin is not (None). The last redirection wins, as in bash.
-    """
-    text: str | None = None
-    redirects = list(command.children)
-    parent = command.parent
-    if parent is not None and parent.type == "redirected_statement":
-        redirects += parent.children
-    for child in redirects:
-        if child.type == "heredoc_redirect":
-            bodies = [c for c in child.children if c.type == "heredoc_body"]
-            text = _text(bodies[0]) if bodies else ""
-        elif child.type == "herestring_redirect":
-            values = child.named_children
-            text = _literal(values[0]) if values else None
-        elif child.type == "file_redirect" and any(c.type in ("<", "<&") for c in child.children):
-            text = None
-    return text
 
 
 class _Walker:
@@ -310,7 +211,7 @@ class _Walker:
         if self.depth >= MAX_DEPTH:
             self.flag(f"{origin}: nested too deeply to inspect")
             return
-        root = _parse(script)
+        root = parse(script)
         if root.has_error:
             self.flag(f"{origin}: script does not parse")
             return
@@ -396,17 +297,17 @@ class _Walker:
         name = node.child_by_field_name("name")
         argv: list[Arg] = []
         if name is not None:
-            argv.append(_literal(name))
+            argv.append(literal(name))
         for i, child in enumerate(node.children):
             if node.field_name_for_child(i) == "argument":
-                argv.append(_literal(child) if child.is_named else None)
+                argv.append(literal(child) if child.is_named else None)
         if name is not None and argv[0] is None:
-            self.flag(f"command word {_text(name)} is not a literal")
+            self.flag(f"command word {text(name)} is not a literal")
         elif argv and argv[0] is not None and _EXPANDING_NAME.search(argv[0]):
             # A glob or brace expansion ({rm,-rf,x}) picks the command at run time.
-            self.flag(f"command word {_text(name) if name else argv[0]} expands at run time")
+            self.flag(f"command word {text(name) if name else argv[0]} expands at run time")
         elif argv:
-            self.run_argv(argv, _stdin_text(node))
+            self.run_argv(argv, stdin_text(node))
         # Substitutions in the words, assignments and redirects run too.
         self._children(node)
 
@@ -415,7 +316,7 @@ class _Walker:
         descriptor = ""
         for child in node.children:
             if child.type == "file_descriptor":
-                descriptor = _text(child)
+                descriptor = text(child)
             elif not child.is_named:
                 operator = child.type
                 break
@@ -424,7 +325,7 @@ class _Walker:
             return  # input, append, or closing a descriptor
         if operator == ">&" and destination.type == "number":
             return  # duplicating a descriptor: 2>&1, >&2
-        self.overwrite(f"redirect {descriptor}{operator}", _literal(destination))
+        self.overwrite(f"redirect {descriptor}{operator}", literal(destination))
 
 
 def classify(command: str, path_exists: Callable[[str], bool] | None = None) -> Verdict:
@@ -436,7 +337,7 @@ def classify(command: str, path_exists: Callable[[str], bool] | None = None) -> 
     """
     if not command.strip():
         return Verdict(False, ())
-    root = _parse(command)
+    root = parse(command)
     if root.has_error:
         return Verdict(True, ("the command does not parse as a shell command",))
     walker = _Walker(path_exists)

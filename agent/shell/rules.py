@@ -4,7 +4,7 @@
 :mod:`.argv`) and reports through a :class:`~.argv.Host`: rules
 flag what is destructive, check write targets, and hand wrapped commands and
 embedded scripts back to the host, which classifies them like the top level.
-The rules live in :mod:`.wrappers`, :mod:`.files`,
+The rules live in :mod:`.wrappers`, :mod:`.interpreters`, :mod:`.files`,
 :mod:`.packages` and :mod:`.windows`; the decisions they encode
 are listed in :mod:`.destructive`.
 """
@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from earshot.agent.shell.argv import Argv, Handler, Host, command_key
 from earshot.agent.shell.files import FILE_HANDLERS, always_destructive
+from earshot.agent.shell.interpreters import INTERPRETER_HANDLERS, python_handler
 from earshot.agent.shell.packages import PACKAGE_HANDLERS, versioned_pip
 from earshot.agent.shell.windows import WINDOWS_HANDLERS, powershell_cmdlet
-from earshot.agent.shell.wrappers import WRAPPER_HANDLERS, python_handler
+from earshot.agent.shell.wrappers import WRAPPER_HANDLERS
 
 _HANDLERS: dict[str, Handler] = {
     **WRAPPER_HANDLERS,
+    **INTERPRETER_HANDLERS,
     **FILE_HANDLERS,
     **PACKAGE_HANDLERS,
     **WINDOWS_HANDLERS,

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from earshot.agent.log.entries import (
-    FORMAT_VERSION,
     AssistantMessage,
     BatchLink,
     Body,
@@ -26,6 +25,7 @@ from earshot.agent.log.entries import (
     ToolResult,
     UserMessage,
 )
+from earshot.agent.log.header import FORMAT_VERSION
 from earshot.agent.log.ids import AmbiguousId, NoMatchingId
 from earshot.agent.log.listing import find_session, list_sessions
 from earshot.agent.log.logfile import InvalidEntry, SessionCorrupt, SessionNotFound
