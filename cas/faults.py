@@ -9,7 +9,8 @@ unless ``$EARSHOT_FAULTS`` names the site:
 
 ``N`` is which arrival at the site fires (default 1; ``N+``: that one and
 every one after it, a disk that stays full); ``action`` is ``kill``
-(SIGKILL to this process, the default), ``term`` (SIGTERM), ``enospc`` or
+(SIGKILL to this process, the default), ``term`` (SIGTERM), ``int``
+(SIGINT, as Ctrl-C), ``enospc`` or
 ``eio`` (raise that OSError there). Before firing, the point writes
 ``earshot-fault: SITE`` to stderr, so a test can assert where the crash was.
 The plan is read once, at import; unset, a point costs one global lookup.
@@ -22,7 +23,7 @@ import os
 import signal
 
 ENV = "EARSHOT_FAULTS"
-_ACTIONS = ("kill", "term", "enospc", "eio")
+_ACTIONS = ("kill", "term", "int", "enospc", "eio")
 
 
 def _parse(text: str) -> dict[str, tuple[int, bool, str]]:
@@ -34,7 +35,7 @@ def _parse(text: str) -> dict[str, tuple[int, bool, str]]:
         onward = nth.endswith("+")
         nth = nth.removesuffix("+")
         if action not in _ACTIONS or (nth and not nth.isdigit()):
-            raise ValueError(f"{ENV}: cannot read {item!r} (site[@N[+]][=kill|term|enospc|eio])")
+            raise ValueError(f"{ENV}: cannot read {item!r} (site[@N[+]][=kill|term|int|enospc|eio])")
         plan[site] = (int(nth or 1), onward, action)
     return plan
 
@@ -72,8 +73,8 @@ def point(site: str) -> None:
     os.write(2, f"earshot-fault: {site}\n".encode())
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
-    elif action == "term":
-        os.kill(os.getpid(), signal.SIGTERM)
+    elif action in ("term", "int"):
+        os.kill(os.getpid(), signal.SIGTERM if action == "term" else signal.SIGINT)
     else:
         code = errno.ENOSPC if action == "enospc" else errno.EIO
         raise OSError(code, os.strerror(code), f"<fault {site}>")

@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
 
+from earshot.cas import faults
+
 _PR_SET_PDEATHSIG = 1
 #: How long a command may outlive a SIGTERM or SIGHUP passed on to it.
 GRACE_S = 5.0
@@ -84,21 +86,44 @@ def _before_exec(on_start: Callable[[int, int | None], None] | None) -> Callable
     return child
 
 
+class _Forwarder:
+    """Passes SIGINT/SIGTERM/SIGHUP on to the command's group while it runs.
+
+    Installed before the command starts: a signal that arrives between the
+    fork and the handler's installation would otherwise stop earshot itself
+    (a KeyboardInterrupt, or death by SIGTERM) with the command running on.
+    One received before the group exists is passed on as soon as it does.
+    """
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.pgid: int | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self.pgid is not None:
+            self._send(signum)
+
+    def _send(self, signum: int) -> None:
+        assert self.pgid is not None
+        # The second signal means "now": the group is killed.
+        sig = signal.SIGKILL if len(self.received) > 1 else signum
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+
+    def started(self, pgid: int) -> None:
+        self.pgid = pgid
+        if self.received:
+            self._send(self.received[-1])
+
+
 @contextlib.contextmanager
-def _forwarding(pgid: int, received: list[int]) -> Iterator[None]:
-    """Pass SIGINT/SIGTERM/SIGHUP on to the group while it runs (main thread only)."""
+def _forwarding(forwarder: _Forwarder) -> Iterator[None]:
+    """Install ``forwarder`` for the forwarded signals (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-        # The second signal means "now": the group is killed.
-        sig = signal.SIGKILL if len(received) > 1 else signum
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
-
-    previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
+    previous = {sig: signal.signal(sig, forwarder) for sig in _FORWARDED}
     try:
         yield
     finally:
@@ -119,18 +144,21 @@ def run_command(
     exec: it may only write to a descriptor (an intent's notes).
     """
     pipe = subprocess.PIPE if capture else None
-    proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=pipe,
-        stderr=pipe,
-        process_group=0,
-        preexec_fn=_before_exec(on_start),
-    )
-    received: list[int] = []
+    forwarder = _Forwarder()
+    received = forwarder.received
     since = 0.0
-    with _forwarding(proc.pid, received):
+    with _forwarding(forwarder):
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=pipe,
+            stderr=pipe,
+            process_group=0,
+            preexec_fn=_before_exec(on_start),
+        )
+        faults.point("command-spawned")  # a signal before the group is known
+        forwarder.started(proc.pid)
         while True:
             try:
                 # A wait that wakes up: a signal's handler cannot cut a wait

@@ -338,6 +338,23 @@ def test_4_a_signal_to_earshot_is_passed_to_the_command_and_the_batch_recorded(
     assert not batch["interrupted"]
 
 
+@pytest.mark.parametrize(("action", "sig"), [("int", signal.SIGINT), ("term", signal.SIGTERM)])
+def test_4_a_signal_the_instant_the_command_starts_is_passed_on_not_lost(
+    cli: Any, root: Path, action: str, sig: int
+) -> None:
+    # The signal arrives right after the fork, before earshot knows the group:
+    # it must still reach the command, and earshot must still record the batch
+    # (not die of it, or abort with the command running on).
+    sid = cli.new_session()
+    env = cli.env(sid, EARSHOT_FAULTS=f"command-spawned={action}")
+    ran = cli.run("bash", "sleep 30", env=env, expect=None, timeout=20)
+    assert "earshot-fault: command-spawned" in ran.stderr
+    assert ran.rc == 128 + sig, str(ran)
+    assert "Aborted" not in ran.stderr and "batch 1 is recorded" in ran.stderr, str(ran)
+    (batch,) = cli.json("log", session=sid)["batches"]
+    assert batch["calls"][0]["command"] == "sleep 30" and not batch["interrupted"]
+
+
 # -- 5. damaged agent records ------------------------------------------------------------
 
 
