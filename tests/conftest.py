@@ -1,4 +1,4 @@
-"""Shared test settings: a fixed Hypothesis profile and an isolated data home."""
+"""Shared fixtures: a fixed Hypothesis profile, an isolated data home, a root, the real CLI."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from earshot_cli import Cli, one_line_error
 from hypothesis import settings
+from trees import files, listing
 
 # Fixed and reproducible: the same examples on every run, no example database.
 settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True, database=None)
@@ -144,3 +146,44 @@ def git() -> Callable[..., str]:
 def dir_digest() -> Callable[[Path], dict[str, str]]:
     """``dir_digest(top)``: everything under ``top``, to prove it untouched."""
     return digest_dir
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """An empty root: the working tree a test records."""
+    path = tmp_path / "root"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The data home, for the CLI and for what a test opens in-process."""
+    path = tmp_path / "home"
+    monkeypatch.setenv("EARSHOT_HOME", str(path))
+    monkeypatch.delenv("EARSHOT_SESSION", raising=False)
+    return path
+
+
+@pytest.fixture
+def cli(home: Path, root: Path) -> Cli:
+    """The real ``earshot`` script on this test's home and root (tests/earshot_cli.py)."""
+    return Cli(home, root)
+
+
+@pytest.fixture
+def check_error() -> Callable[..., str]:
+    """``check_error(ran, code=1)``: the one-line error contract; returns the line."""
+    return one_line_error
+
+
+@pytest.fixture
+def tree() -> Callable[..., dict[str, tuple[object, ...]]]:
+    """``tree(top, mtimes=False)``: everything under ``top``, to compare trees whole."""
+    return listing
+
+
+@pytest.fixture
+def file_tree() -> Callable[[Path], dict[str, bytes]]:
+    """``file_tree(top)``: the regular files under ``top`` and their bytes."""
+    return files

@@ -3,44 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Union
 
 import pytest
+from trees import build_tree
 
 from earshot.cas.backend import MemoryBackend
 from earshot.cas.diff import Change, ChangeKind, diff_trees
 from earshot.cas.digest import Digest
-from earshot.cas.objects import ObjectReader, ObjectStore, ObjectWriter
-from earshot.cas.tree import Kind, TreeEntry, Unrecorded
-
-# A spec: bytes = file (0o644); ("x", bytes) = executable file; ("link", target);
-# ("big", size) = unrecorded; dict = directory (0o755); ("dir", mode, dict).
-Spec = Union[bytes, tuple, dict]  # noqa: UP007
-
-
-def build(writer: ObjectWriter, spec: dict) -> Digest:
-    entries = []
-    for name, node in spec.items():
-        raw = name.encode() if isinstance(name, str) else name
-        entries.append(entry(writer, raw, node))
-    return writer.put_tree(entries)
-
-
-def entry(writer: ObjectWriter, name: bytes, node: Spec) -> TreeEntry:
-    if isinstance(node, bytes):
-        return TreeEntry(name, Kind.FILE, 0o644, len(node), writer.put_blob(node))
-    if isinstance(node, dict):
-        return TreeEntry(name, Kind.DIR, 0o755, 0, build(writer, node))
-    tag = node[0]
-    if tag == "x":
-        return TreeEntry(name, Kind.FILE, 0o755, len(node[1]), writer.put_blob(node[1]))
-    if tag == "link":
-        return TreeEntry(name, Kind.SYMLINK, 0o777, len(node[1]), writer.put_blob(node[1]))
-    if tag == "big":
-        return TreeEntry(name, Kind.UNRECORDED, 0o644, node[1], None, Unrecorded.TOO_LARGE)
-    if tag == "dir":
-        return TreeEntry(name, Kind.DIR, node[1], 0, build(writer, node[2]))
-    raise AssertionError(node)
+from earshot.cas.objects import ObjectReader, ObjectStore
+from earshot.cas.tree import TreeEntry
 
 
 @pytest.fixture
@@ -50,8 +21,8 @@ def store() -> ObjectStore:
 
 def diff(store: ObjectStore, old: dict | None, new: dict | None) -> list[tuple[str, ChangeKind]]:
     with store.writer() as writer:
-        a = build(writer, old) if old is not None else None
-        b = build(writer, new) if new is not None else None
+        a = build_tree(writer, old) if old is not None else None
+        b = build_tree(writer, new) if new is not None else None
     with store.reader() as reader:
         return [(c.path, c.kind) for c in diff_trees(reader, a, b)]
 
@@ -125,8 +96,8 @@ def test_diff_reports_each_kind_of_change(
 
 def test_diff_changes_carry_the_old_and_new_entries(store: ObjectStore) -> None:
     with store.writer() as writer:
-        a = build(writer, {"f": b"one", "gone": b"g"})
-        b = build(writer, {"f": b"two", "new": b"n"})
+        a = build_tree(writer, {"f": b"one", "gone": b"g"})
+        b = build_tree(writer, {"f": b"two", "new": b"n"})
     with store.reader() as reader:
         changes = {c.path: c for c in diff_trees(reader, a, b)}
     f = changes["f"]
@@ -166,9 +137,9 @@ def test_diff_does_not_descend_into_equal_subtrees(store: ObjectStore) -> None:
         "changed": {"x": b"2", "y": {"z": b"1"}},
     }
     with store.writer() as writer:
-        old, new = build(writer, old_spec), build(writer, new_spec)
-        same = build(writer, old_spec["same"])
-        same_y = build(writer, {"z": b"1"})
+        old, new = build_tree(writer, old_spec), build_tree(writer, new_spec)
+        same = build_tree(writer, old_spec["same"])
+        same_y = build_tree(writer, {"z": b"1"})
     with store.reader() as reader:
         counting = CountingReader(reader)
         changes = list(diff_trees(counting, old, new))  # type: ignore[arg-type]
@@ -180,7 +151,7 @@ def test_diff_does_not_descend_into_equal_subtrees(store: ObjectStore) -> None:
 
 def test_diff_of_a_tree_with_itself_reads_nothing(store: ObjectStore) -> None:
     with store.writer() as writer:
-        root = build(writer, BASE)
+        root = build_tree(writer, BASE)
     with store.reader() as reader:
         counting = CountingReader(reader)
         assert list(diff_trees(counting, root, root)) == []  # type: ignore[arg-type]

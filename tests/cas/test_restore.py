@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from trees import build_tree
 
 from earshot.cas.backend import MemoryBackend
 from earshot.cas.digest import Digest, blob_digest
-from earshot.cas.objects import MissingObject, ObjectStore, ObjectWriter
+from earshot.cas.objects import MissingObject, ObjectStore
 from earshot.cas.restore import (
     HOLE_BLOCK,
     Applier,
@@ -26,35 +27,8 @@ from earshot.cas.restore import (
     write_sparse,
 )
 from earshot.cas.scan import TEMP_PREFIX
-from earshot.cas.tree import MAGIC, CorruptTree, Kind, TreeEntry, Unrecorded
+from earshot.cas.tree import MAGIC, CorruptTree, Kind, TreeEntry
 from earshot.cas.varint import encode_uvarint
-
-# Specs: bytes = file 0o644; ("x", bytes) = file 0o755; ("link", target);
-# ("big", size) = unrecorded; dict = dir 0o755; ("dir", mode, dict).
-
-
-def entry(writer: ObjectWriter, name: bytes, node: object) -> TreeEntry:
-    if isinstance(node, bytes):
-        return TreeEntry(name, Kind.FILE, 0o644, len(node), writer.put_blob(node))
-    if isinstance(node, dict):
-        return TreeEntry(name, Kind.DIR, 0o755, 0, build(writer, node))
-    assert isinstance(node, tuple)
-    tag = node[0]
-    if tag == "x":
-        return TreeEntry(name, Kind.FILE, 0o755, len(node[1]), writer.put_blob(node[1]))
-    if tag == "link":
-        return TreeEntry(name, Kind.SYMLINK, 0o777, len(node[1]), writer.put_blob(node[1]))
-    if tag == "big":
-        return TreeEntry(name, Kind.UNRECORDED, 0o644, node[1], None, Unrecorded.TOO_LARGE)
-    if tag == "dir":
-        return TreeEntry(name, Kind.DIR, node[1], 0, build(writer, node[2]))
-    raise AssertionError(node)
-
-
-def build(writer: ObjectWriter, spec: dict) -> Digest:
-    return writer.put_tree(
-        [entry(writer, n.encode() if isinstance(n, str) else n, v) for n, v in spec.items()]
-    )
 
 
 @pytest.fixture
@@ -66,8 +40,8 @@ def plan(
     store: ObjectStore, current: dict | None, target: dict, rule=keep_everything
 ) -> RestorePlan:  # type: ignore[no-untyped-def]
     with store.writer() as writer:
-        cur = build(writer, current) if current is not None else None
-        tgt = build(writer, target)
+        cur = build_tree(writer, current) if current is not None else None
+        tgt = build_tree(writer, target)
     with store.reader() as reader:
         return plan_restore(reader, cur, tgt, rule)
 
@@ -248,7 +222,7 @@ def test_plan_refuses_a_target_tree_naming_a_path_outside_its_directory(
     from earshot.cas.objects import ObjectType
 
     with store.writer() as writer:
-        inner = build(writer, {"x": b"evil"})
+        inner = build_tree(writer, {"x": b"evil"})
         bad = raw_tree((bad_name, Kind.DIR, inner))
         bad_digest = tree_digest(bad)
         writer._add(bad_digest, ObjectType.TREE, bad)
@@ -461,8 +435,8 @@ def test_applier_keeps_a_file_in_the_way_of_a_new_directory_if_it_changed_since_
 ) -> None:
     (root / "a").write_bytes(b"planned")
     with store.writer() as writer:
-        current = build(writer, {"a": b"planned"})
-        target = build(writer, {"a": {"f": b"1"}})
+        current = build_tree(writer, {"a": b"planned"})
+        target = build_tree(writer, {"a": {"f": b"1"}})
     with store.reader() as reader:
         p = plan_restore(reader, current, target)
     assert paths(p.deletes) == ["a"] and paths(p.mkdirs) == ["a"]
@@ -496,8 +470,8 @@ def test_applier_removes_and_replaces_in_dependency_order(store: ObjectStore, ro
     (root / "a" / "b" / "f").write_bytes(b"f")
     (root / "x").write_bytes(b"file in the way")
     with store.writer() as writer:
-        current = build(writer, {"a": {"b": {"f": b"f"}}, "x": b"file in the way"})
-        target = build(writer, {"a": b"now a file", "x": {"y": {"z": b"deep"}}})
+        current = build_tree(writer, {"a": {"b": {"f": b"f"}}, "x": b"file in the way"})
+        target = build_tree(writer, {"a": b"now a file", "x": {"y": {"z": b"deep"}}})
     with store.reader() as reader:
         p = plan_restore(reader, current, target, delete_everything)
     result = apply(store, root, p)

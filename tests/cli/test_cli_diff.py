@@ -8,34 +8,34 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import Earshot
+    from earshot_cli import Cli
 
 
-def _two_states(es: Earshot) -> tuple[str, str]:
+def _two_states(cli: Cli) -> tuple[str, str]:
     """Snapshot A, then change the root (one of each: modified, deleted, added); B."""
-    es.write("keep.txt", "same\n")
-    es.write("mod.txt", "one\ntwo\nthree\n")
-    es.write("gone.txt", "bye\n")
-    a = es.snap()
-    es.write("mod.txt", "one\nTWO\nthree\n")
-    (es.root / "gone.txt").unlink()
-    es.write("sub/new.txt", "hello\n")
-    b = es.snap()
+    cli.write("keep.txt", "same\n")
+    cli.write("mod.txt", "one\ntwo\nthree\n")
+    cli.write("gone.txt", "bye\n")
+    a = cli.snap()
+    cli.write("mod.txt", "one\nTWO\nthree\n")
+    (cli.root / "gone.txt").unlink()
+    cli.write("sub/new.txt", "hello\n")
+    b = cli.snap()
     return a, b
 
 
 EXPECTED = {("mod.txt", "modified"), ("gone.txt", "deleted"), ("sub/new.txt", "added")}
 
 
-def test_diff_stat_text_and_json_against_the_disk_and_between_snapshots(es: Earshot) -> None:
-    a, b = _two_states(es)
+def test_diff_stat_text_and_json_against_the_disk_and_between_snapshots(cli: Cli) -> None:
+    a, b = _two_states(cli)
     for args in ((a,), (a, b)):  # against the disk now (== B here), and A to B
-        _check_stat(es.run("diff", *args, "--stat").stdout.splitlines())
-        _check_text(es.run("diff", *args).stdout.splitlines())
-        _check_json(es.json("diff", *args))
+        _check_stat(cli.run("diff", *args, "--stat").stdout.splitlines())
+        _check_text(cli.run("diff", *args).stdout.splitlines())
+        _check_json(cli.json("diff", *args))
     # Against the disk means the disk as it is now, not the last snapshot.
-    es.write("later.txt", "later\n")
-    changes = es.json("diff", a)["changes"]
+    cli.write("later.txt", "later\n")
+    changes = cli.json("diff", a)["changes"]
     assert ("later.txt", "added") in {(c["path"], c["change"]) for c in changes}
 
 
@@ -64,36 +64,36 @@ def _check_json(doc: Any) -> None:
         assert set(change) >= {"path", "change", "old", "new"}
 
 
-def test_diff_of_a_snapshot_with_itself_is_empty(es: Earshot) -> None:
-    es.write("a.txt", "a\n")
-    a = es.snap()
-    doc = es.json("diff", a, a)
+def test_diff_of_a_snapshot_with_itself_is_empty(cli: Cli) -> None:
+    cli.write("a.txt", "a\n")
+    a = cli.snap()
+    doc = cli.json("diff", a, a)
     assert doc["changes"] == []
-    assert es.run("diff", a, a).stdout.strip() == "no changes"
+    assert cli.run("diff", a, a).stdout.strip() == "no changes"
 
 
-def test_diff_reports_a_mode_change(es: Earshot) -> None:
-    es.write("run.sh", "#!/bin/sh\n", mode=0o644)
-    a = es.snap()
-    (es.root / "run.sh").chmod(0o755)
-    doc = es.json("diff", a)
+def test_diff_reports_a_mode_change(cli: Cli) -> None:
+    cli.write("run.sh", "#!/bin/sh\n", mode=0o644)
+    a = cli.snap()
+    (cli.root / "run.sh").chmod(0o755)
+    doc = cli.json("diff", a)
     assert [(c["path"], c["change"]) for c in doc["changes"]] == [("run.sh", "mode")]
-    assert "m run.sh" in es.run("diff", a, "--stat").stdout.splitlines()
+    assert "m run.sh" in cli.run("diff", a, "--stat").stdout.splitlines()
 
 
-def test_diff_with_a_bad_id_exits_1_one_line(es: Earshot, check_error: Any) -> None:
-    es.write("a.txt", "a\n")
-    a = es.snap()
-    check_error(es.run("diff", "1234567", expect=None))
-    check_error(es.run("diff", a, "zz", "--json", expect=None))
+def test_diff_with_a_bad_id_exits_1_one_line(cli: Cli, check_error: Any) -> None:
+    cli.write("a.txt", "a\n")
+    a = cli.snap()
+    check_error(cli.run("diff", "1234567", expect=None))
+    check_error(cli.run("diff", a, "zz", "--json", expect=None))
 
 
-def test_diff_against_the_disk_does_not_list_a_snapshot(es: Earshot) -> None:
-    es.write("a.txt", "a\n")
-    a = es.snap()
-    es.write("a.txt", "changed\n")
-    es.run("diff", a, "--stat")
-    assert es.ids() == [a]
+def test_diff_against_the_disk_does_not_list_a_snapshot(cli: Cli) -> None:
+    cli.write("a.txt", "a\n")
+    a = cli.snap()
+    cli.write("a.txt", "changed\n")
+    cli.run("diff", a, "--stat")
+    assert cli.ids() == [a]
 
 
 UNDECODABLE = b"caf\xe9.txt"  # Latin-1 bytes: not UTF-8
@@ -101,14 +101,14 @@ UNDECODABLE = b"caf\xe9.txt"  # Latin-1 bytes: not UTF-8
 
 @pytest.mark.parametrize("output", ["--json", "--stat"])
 def test_diff_of_an_undecodable_file_name_works_under_a_strict_utf8_locale(
-    es: Earshot, output: str
+    cli: Cli, output: str
 ) -> None:
-    es.write("a.txt", "a\n")
-    a = es.snap()
-    (es.root / os.fsdecode(UNDECODABLE)).write_bytes(b"x\n")
+    cli.write("a.txt", "a\n")
+    a = cli.snap()
+    (cli.root / os.fsdecode(UNDECODABLE)).write_bytes(b"x\n")
     # PYTHONIOENCODING=utf-8:strict is what a en_US.UTF-8 locale gives Python.
-    env = es.env(PYTHONIOENCODING="utf-8:strict")
-    result = es.run("diff", a, output, expect=None, env=env)
+    env = cli.env(PYTHONIOENCODING="utf-8:strict")
+    result = cli.run("diff", a, output, expect=None, env=env)
     assert result.rc == 0, str(result)
     if output == "--json":
         paths = [c["path"] for c in result.json()["changes"]]

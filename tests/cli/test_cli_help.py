@@ -13,20 +13,20 @@ from click.testing import CliRunner
 from earshot.cli.main import COMMANDS, cli
 
 if TYPE_CHECKING:
-    from conftest import Earshot
+    from earshot_cli import Cli
 
 README_COMMANDS = ["snapshot", "snapshots", "diff", "restore", "forget", "gc", "fsck", "stats"]
 STORAGE_LIBRARIES = {"lmdb", "blake3", "zstandard"}
 
 
-def test_version_prints_the_installed_version_and_exits_0(es: Earshot) -> None:
-    result = es.run("--version")
+def test_version_prints_the_installed_version_and_exits_0(cli: Cli) -> None:
+    result = cli.run("--version")
     assert result.stdout.strip() == f"earshot, version {version('earshot')}"
     assert result.stderr == ""
 
 
-def test_help_lists_every_command_and_the_exit_codes(es: Earshot) -> None:
-    out = es.run("--help").stdout
+def test_help_lists_every_command_and_the_exit_codes(cli: Cli) -> None:
+    out = cli.run("--help").stdout
     listed = {line.split()[0] for line in out.split("Commands:", 1)[1].splitlines() if line.strip()}
     assert set(README_COMMANDS) <= listed
     assert listed == set(COMMANDS)  # every registered command, none missing
@@ -47,21 +47,21 @@ def test_command_help_works_and_shows_the_common_options(command: str) -> None:
         assert option in result.stdout
 
 
-def test_command_help_in_a_real_process_creates_no_store(es: Earshot) -> None:
-    result = es.run("restore", "--help")
+def test_command_help_in_a_real_process_creates_no_store(cli: Cli) -> None:
+    result = cli.run("restore", "--help")
     assert "--dry-run" in result.stdout and "--force" in result.stdout
-    assert not es.home.exists()
+    assert not cli.home.exists()
 
 
-def _imported_modules(argv: list[str], es: Earshot) -> set[str]:
+def _imported_modules(argv: list[str], cli: Cli) -> set[str]:
     code = (
         "import sys; from earshot.cli.main import cli; "
         f"sys.argv = {['earshot', *argv]!r}; cli.main(prog_name='earshot')"
     )
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", code],
-        cwd=es.root,
-        env=es.env(),
+        cwd=cli.root,
+        env=cli.env(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -78,27 +78,27 @@ def _imported_modules(argv: list[str], es: Earshot) -> set[str]:
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"]], ids=["version", "help"])
-def test_version_and_help_import_no_storage_library(es: Earshot, argv: list[str]) -> None:
-    names = _imported_modules(argv, es)
+def test_version_and_help_import_no_storage_library(cli: Cli, argv: list[str]) -> None:
+    names = _imported_modules(argv, cli)
     loaded = {n for n in names if n.split(".")[0] in STORAGE_LIBRARIES}
     assert loaded == set()
     assert not any(n.startswith("earshot.cas") for n in names)
 
 
-def test_unknown_option_is_a_usage_error_exit_2(es: Earshot) -> None:
-    result = es.run("snapshot", "--no-such-option", expect=2)
+def test_unknown_option_is_a_usage_error_exit_2(cli: Cli) -> None:
+    result = cli.run("snapshot", "--no-such-option", expect=2)
     assert result.stdout == ""
     assert "No such option" in result.stderr
 
 
-def test_unknown_command_is_a_usage_error_exit_2(es: Earshot) -> None:
-    result = es.run("no-such-command", expect=2)
+def test_unknown_command_is_a_usage_error_exit_2(cli: Cli) -> None:
+    result = cli.run("no-such-command", expect=2)
     assert result.stdout == ""
 
 
-def test_global_position_of_command_options_is_a_usage_error(es: Earshot) -> None:
+def test_global_position_of_command_options_is_a_usage_error(cli: Cli) -> None:
     # Options go after the command name: `earshot --json snapshots` is not accepted.
-    es.run("--json", "snapshots", expect=2)
+    cli.run("--json", "snapshots", expect=2)
 
 
 @pytest.mark.parametrize(

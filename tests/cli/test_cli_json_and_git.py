@@ -9,30 +9,30 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import Earshot, Result
+    from earshot_cli import Cli, Ran
 
 
 def test_every_json_command_prints_one_document_even_with_notices_on_stderr(
-    es: Earshot,
+    cli: Cli,
 ) -> None:
-    es.write("a.txt", "a\n")
-    es.write("b.txt", "b\n")
-    os.mkfifo(es.root / "fifo")  # never recorded: listed as not recorded
-    first = es.json("snapshot", "-vv")
+    cli.write("a.txt", "a\n")
+    cli.write("b.txt", "b\n")
+    os.mkfifo(cli.root / "fifo")  # never recorded: listed as not recorded
+    first = cli.json("snapshot", "-vv")
     assert [u["path"] for u in first["unrecorded_paths"]] == ["fifo"]
     a = first["id"]
-    es.write("a.txt", "a2\n")
-    es.write("b.txt", "b2\n")
-    es.write("extra.txt", "extra\n")
-    b0 = es.json("snapshot")["id"]
+    cli.write("a.txt", "a2\n")
+    cli.write("b.txt", "b2\n")
+    cli.write("extra.txt", "extra\n")
+    b0 = cli.json("snapshot")["id"]
     # An interrupted restore: readers report it on stderr, the next writer finishes it.
-    killed = es.run("restore", a, expect=None, env=es.env(EARSHOT_FAULTS="restore-rename"))
+    killed = cli.run("restore", a, expect=None, env=cli.env(EARSHOT_FAULTS="restore-rename"))
     assert killed.rc == -9, str(killed)
 
-    runs: list[Result] = []
+    runs: list[Ran] = []
 
     def run(*args: str, expect: int = 0) -> Any:
-        result = es.run(*args, "--json", "-vv", expect=expect)
+        result = cli.run(*args, "--json", "-vv", expect=expect)
         runs.append(result)
         return result.json()
 
@@ -45,7 +45,7 @@ def test_every_json_command_prints_one_document_even_with_notices_on_stderr(
     noticed = [r for r in runs if "interrupted" in r.stderr]
     assert len(noticed) == len(runs), "every command reports the interrupted restore"
     assert "finished an interrupted restore" in runs[-1].stderr
-    es.write("a.txt", "a2\n")
+    cli.write("a.txt", "a2\n")
     run("snapshot", "a.txt")
     run("restore", a, "--dry-run", expect=3)
     run("restore", a, expect=3)
@@ -55,36 +55,36 @@ def test_every_json_command_prints_one_document_even_with_notices_on_stderr(
     for result in runs:
         assert result.stdout.lstrip().startswith("{"), str(result)
     # The fifo survived everything, restore --force included.
-    assert (es.root / "fifo").is_fifo()
+    assert (cli.root / "fifo").is_fifo()
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_snapshot_modify_restore_force_leaves_git_untouched(
-    es: Earshot, list_tree: Any, git: Any, dir_digest: Any
+    cli: Cli, tree: Any, git: Any, dir_digest: Any
 ) -> None:
-    root = es.root
+    root = cli.root
     git(root, "init", "-q")
-    es.write(".gitignore", "build/\n")
-    es.write("src/main.py", "print('hi')\n")
-    es.write("README", "readme\n")
+    cli.write(".gitignore", "build/\n")
+    cli.write("src/main.py", "print('hi')\n")
+    cli.write("README", "readme\n")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "first")
-    es.write("build/out.o", "ignored build output\n")
+    cli.write("build/out.o", "ignored build output\n")
     status_before = git(root, "status", "--porcelain", "--ignored")
     git_before = dir_digest(root / ".git")
 
-    snap_id = es.snap()
-    tracked = {k: v for k, v in list_tree(root).items() if not k.startswith((".git/", "build/"))}
-    es.write("src/main.py", "print('changed')\n")
-    es.write("src/new.py", "new\n")
+    snap_id = cli.snap()
+    tracked = {k: v for k, v in tree(root).items() if not k.startswith((".git/", "build/"))}
+    cli.write("src/main.py", "print('changed')\n")
+    cli.write("src/new.py", "new\n")
     (root / "README").unlink()
-    es.write("build/out.o", "rebuilt\n")  # ignored: never restored, never deleted
-    es.json("restore", snap_id, "--force")
+    cli.write("build/out.o", "rebuilt\n")  # ignored: never restored, never deleted
+    cli.json("restore", snap_id, "--force")
 
     assert dir_digest(root / ".git") == git_before
-    after = {k: v for k, v in list_tree(root).items() if not k.startswith((".git/", "build/"))}
+    after = {k: v for k, v in tree(root).items() if not k.startswith((".git/", "build/"))}
     assert after == tracked
     assert (root / "build/out.o").read_text() == "rebuilt\n"
-    es.write("build/out.o", "ignored build output\n")
+    cli.write("build/out.o", "ignored build output\n")
     assert git(root, "status", "--porcelain", "--ignored") == status_before
-    assert ".git" not in {c["path"].split("/")[0] for c in es.json("diff", snap_id)["changes"]}
+    assert ".git" not in {c["path"].split("/")[0] for c in cli.json("diff", snap_id)["changes"]}

@@ -13,39 +13,39 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import Earshot
+    from earshot_cli import Cli
 
-from conftest import EARSHOT
+from earshot_cli import EARSHOT
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def test_snapshot_json_is_one_document_with_a_64_hex_id_not_reused(es: Earshot) -> None:
-    es.write("a.txt", "a\n")
-    doc = es.json("snapshot")
+def test_snapshot_json_is_one_document_with_a_64_hex_id_not_reused(cli: Cli) -> None:
+    cli.write("a.txt", "a\n")
+    doc = cli.json("snapshot")
     assert HEX64.fullmatch(doc["id"])
     assert doc["reused"] is False
     assert doc["files"] == 1
     assert doc["files_read"] == 1
 
 
-def test_snapshot_with_no_change_reuses_the_last_one(es: Earshot) -> None:
-    es.write("a.txt", "a\n")
-    first = es.json("snapshot")
-    second = es.json("snapshot")
+def test_snapshot_with_no_change_reuses_the_last_one(cli: Cli) -> None:
+    cli.write("a.txt", "a\n")
+    first = cli.json("snapshot")
+    second = cli.json("snapshot")
     assert second["reused"] is True
     assert second["id"] == first["id"]
-    out = es.run("snapshot").stdout  # the text says so too
+    out = cli.run("snapshot").stdout  # the text says so too
     assert first["id"][:12] in out and "reusing" in out
-    assert es.ids() == [first["id"]]
+    assert cli.ids() == [first["id"]]
 
 
-def test_snapshots_json_lists_newest_first_with_each_message_as_note(es: Earshot) -> None:
+def test_snapshots_json_lists_newest_first_with_each_message_as_note(cli: Cli) -> None:
     made = []
     for i in range(3):
-        es.write("a.txt", f"version {i}\n")
-        made.append(es.snap("-m", f"n{i}"))
-    listed = es.json("snapshots")["snapshots"]
+        cli.write("a.txt", f"version {i}\n")
+        made.append(cli.snap("-m", f"n{i}"))
+    listed = cli.json("snapshots")["snapshots"]
     assert [s["id"] for s in listed] == made[::-1]
     assert [s["note"] for s in listed] == ["n2", "n1", "n0"]
     assert all({"time", "files"} <= set(s) for s in listed)
@@ -53,90 +53,90 @@ def test_snapshots_json_lists_newest_first_with_each_message_as_note(es: Earshot
     assert times == sorted(times, reverse=True)
 
 
-def test_snapshots_on_an_empty_store_is_an_empty_list(es: Earshot) -> None:
-    assert es.json("snapshots") == {"snapshots": []}
+def test_snapshots_on_an_empty_store_is_an_empty_list(cli: Cli) -> None:
+    assert cli.json("snapshots") == {"snapshots": []}
 
 
-def test_scoped_snapshot_records_only_the_named_path(es: Earshot) -> None:
-    es.write("a.txt", "a\n")
-    es.write("b.txt", "b\n")
-    first = es.snap()
-    es.write("a.txt", "a changed\n")
-    es.write("b.txt", "b changed\n")
-    scoped = es.json("snapshot", "a.txt")
+def test_scoped_snapshot_records_only_the_named_path(cli: Cli) -> None:
+    cli.write("a.txt", "a\n")
+    cli.write("b.txt", "b\n")
+    first = cli.snap()
+    cli.write("a.txt", "a changed\n")
+    cli.write("b.txt", "b changed\n")
+    scoped = cli.json("snapshot", "a.txt")
     assert scoped["reused"] is False
-    changes = es.json("diff", first, scoped["id"])["changes"]
+    changes = cli.json("diff", first, scoped["id"])["changes"]
     assert [(c["path"], c["change"]) for c in changes] == [("a.txt", "modified")]
     # A full snapshot afterwards still sees b.txt's change.
-    full = es.snap()
-    changes = es.json("diff", scoped["id"], full)["changes"]
+    full = cli.snap()
+    changes = cli.json("diff", scoped["id"], full)["changes"]
     assert [(c["path"], c["change"]) for c in changes] == [("b.txt", "modified")]
 
 
 def test_scoped_snapshot_of_a_path_outside_the_root_fails_one_line(
-    es: Earshot, check_error: Any
+    cli: Cli, check_error: Any
 ) -> None:
-    es.write("a.txt", "a\n")
-    es.snap()
-    (es.root.parent / "x").write_text("outside\n")
-    for outside in ("../x", str(es.root.parent / "x")):
-        line = check_error(es.run("snapshot", outside, "--json", expect=None))
+    cli.write("a.txt", "a\n")
+    cli.snap()
+    (cli.root.parent / "x").write_text("outside\n")
+    for outside in ("../x", str(cli.root.parent / "x")):
+        line = check_error(cli.run("snapshot", outside, "--json", expect=None))
         assert "outside the root" in line
 
 
-def test_root_that_does_not_exist_fails_one_line(es: Earshot, check_error: Any) -> None:
-    missing = es.root.parent / "missing"
+def test_root_that_does_not_exist_fails_one_line(cli: Cli, check_error: Any) -> None:
+    missing = cli.root.parent / "missing"
     for command in ("snapshot", "snapshots"):
-        line = check_error(es.run(command, "--root", str(missing), expect=None))
+        line = check_error(cli.run(command, "--root", str(missing), expect=None))
         assert str(missing) in line
     assert not missing.exists()
 
 
-def test_default_root_is_the_current_directory(es: Earshot, tmp_path: Path) -> None:
-    es.write("a.txt", "a\n")
-    snap_id = es.snap()  # cwd is the root, no --root
+def test_default_root_is_the_current_directory(cli: Cli, tmp_path: Path) -> None:
+    cli.write("a.txt", "a\n")
+    snap_id = cli.snap()  # cwd is the root, no --root
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    listed = es.json("snapshots", "--root", str(es.root), cwd=elsewhere)["snapshots"]
+    listed = cli.json("snapshots", "--root", str(cli.root), cwd=elsewhere)["snapshots"]
     assert [s["id"] for s in listed] == [snap_id]
     # ... and a different cwd is a different (empty) project.
-    assert es.json("snapshots", cwd=elsewhere) == {"snapshots": []}
+    assert cli.json("snapshots", cwd=elsewhere) == {"snapshots": []}
     # A relative --root is taken from the cwd.
-    relative = es.json("snapshots", "--root", "root", cwd=tmp_path)["snapshots"]
+    relative = cli.json("snapshots", "--root", "root", cwd=tmp_path)["snapshots"]
     assert [s["id"] for s in relative] == [snap_id]
 
 
-def test_snapshot_writes_nothing_inside_the_root(es: Earshot, list_tree: Any) -> None:
-    es.write("a.txt", "a\n")
-    es.write("d/b.txt", "b\n")
-    before = list_tree(es.root, mtimes=True)
-    es.snap()
-    es.run("snapshots")
-    assert list_tree(es.root, mtimes=True) == before
-    assert es.store_dir().parent == es.home / "checkpoints"
+def test_snapshot_writes_nothing_inside_the_root(cli: Cli, tree: Any) -> None:
+    cli.write("a.txt", "a\n")
+    cli.write("d/b.txt", "b\n")
+    before = tree(cli.root, mtimes=True)
+    cli.snap()
+    cli.run("snapshots")
+    assert tree(cli.root, mtimes=True) == before
+    assert cli.store_dir().parent == cli.home / "checkpoints"
 
 
-def test_scoped_snapshot_after_a_restore_builds_on_the_restored_state(es: Earshot) -> None:
-    es.write("a.txt", "a\n")
-    a = es.snap()
-    es.write("a.txt", "edited\n")
-    es.write("x.txt", "extra\n")
-    es.json("restore", a, "--force")  # disk: a.txt == "a\n", no x.txt
-    es.write("b.txt", "b\n")
-    scoped = es.snap("b.txt")
-    changes = es.json("diff", a, scoped)["changes"]
+def test_scoped_snapshot_after_a_restore_builds_on_the_restored_state(cli: Cli) -> None:
+    cli.write("a.txt", "a\n")
+    a = cli.snap()
+    cli.write("a.txt", "edited\n")
+    cli.write("x.txt", "extra\n")
+    cli.json("restore", a, "--force")  # disk: a.txt == "a\n", no x.txt
+    cli.write("b.txt", "b\n")
+    scoped = cli.snap("b.txt")
+    changes = cli.json("diff", a, scoped)["changes"]
     assert [(c["path"], c["change"]) for c in changes] == [("b.txt", "added")]
 
 
-def test_verbose_snapshot_logs_to_stderr_and_keeps_stdout_json(es: Earshot) -> None:
-    es.write("a.txt", "a\n")
-    result = es.run("snapshot", "-vv", "--json")
+def test_verbose_snapshot_logs_to_stderr_and_keeps_stdout_json(cli: Cli) -> None:
+    cli.write("a.txt", "a\n")
+    result = cli.run("snapshot", "-vv", "--json")
     assert result.json()["reused"] is False
     assert result.stderr.strip() != ""
 
 
 def in_mount_namespace(
-    es: Earshot, mounts: list[tuple[str, str]], *commands: str, then: str = ""
+    cli: Cli, mounts: list[tuple[str, str]], *commands: str, then: str = ""
 ) -> list[Any]:
     """Run earshot commands (each with --json) in a private mount namespace holding ``mounts``.
 
@@ -148,15 +148,15 @@ def in_mount_namespace(
         pytest.skip("unshare is not installed")
     script = ["set -e"]
     for kind, rel in mounts:
-        (es.root / rel).mkdir(parents=True, exist_ok=True)
-        script.append(f"mount -t {kind} {kind} {shlex.quote(str(es.root / rel))}")
+        (cli.root / rel).mkdir(parents=True, exist_ok=True)
+        script.append(f"mount -t {kind} {kind} {shlex.quote(str(cli.root / rel))}")
     script += [then, "echo mounted"]
     for command in commands:
         script.append(f"echo; {shlex.quote(str(EARSHOT))} {command} --json || true")
     proc = subprocess.run(
         ["unshare", "-m", "sh", "-c", "\n".join(script)],
-        cwd=es.root,
-        env=es.env(),
+        cwd=cli.root,
+        env=cli.env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -170,11 +170,11 @@ def in_mount_namespace(
 
 
 def test_snapshot_skips_and_lists_special_file_systems_and_records_a_tmpfs(
-    es: Earshot,
+    cli: Cli,
 ) -> None:
-    es.write("a.txt", "a\n")
+    cli.write("a.txt", "a\n")
     mounts = [("proc", "my proc"), ("sysfs", "sys"), ("devpts", "dev/pts"), ("tmpfs", "t")]
-    (doc,) = in_mount_namespace(es, mounts, "snapshot", then="echo in-tmpfs > t/f")
+    (doc,) = in_mount_namespace(cli, mounts, "snapshot", then="echo in-tmpfs > t/f")
     assert sorted(doc.get("skipped", []), key=lambda s: s["path"]) == [
         {"path": "dev/pts", "reason": "special file system (devpts)"},
         {"path": "my proc", "reason": "special file system (proc)"},
@@ -184,13 +184,13 @@ def test_snapshot_skips_and_lists_special_file_systems_and_records_a_tmpfs(
     assert doc["unrecorded_paths"] == []
 
 
-def test_restore_force_leaves_a_special_file_system_mounted_since_alone(es: Earshot) -> None:
-    es.write("a.txt", "a\n")
-    (es.root / "sys").mkdir()
-    (es.root / "sys" / "file-under-the-mount").write_text("hidden once mounted\n")
-    before = es.snap()
+def test_restore_force_leaves_a_special_file_system_mounted_since_alone(cli: Cli) -> None:
+    cli.write("a.txt", "a\n")
+    (cli.root / "sys").mkdir()
+    (cli.root / "sys" / "file-under-the-mount").write_text("hidden once mounted\n")
+    before = cli.snap()
     snapped, restored = in_mount_namespace(
-        es, [("sysfs", "sys")], "snapshot", f"restore {before} --force"
+        cli, [("sysfs", "sys")], "snapshot", f"restore {before} --force"
     )
     assert snapped["skipped"] == [{"path": "sys", "reason": "special file system (sysfs)"}]
     assert restored["written"] == [] and restored["deleted"] == []

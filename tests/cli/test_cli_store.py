@@ -9,7 +9,7 @@ import blake3
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import Earshot
+    from earshot_cli import Cli
 
 STATS_NUMBERS = (
     "snapshots",
@@ -31,11 +31,11 @@ def _object_count(stats: dict[str, Any]) -> int:
     return sum(objects.values()) if isinstance(objects, dict) else int(objects)
 
 
-def test_stats_json_has_every_figure_as_a_number(es: Earshot) -> None:
-    es.write("a.txt", "hello " * 200)
-    es.write("b.txt", "hello " * 200)  # same content: deduplicated
-    es.snap()
-    stats = es.json("stats")
+def test_stats_json_has_every_figure_as_a_number(cli: Cli) -> None:
+    cli.write("a.txt", "hello " * 200)
+    cli.write("b.txt", "hello " * 200)  # same content: deduplicated
+    cli.snap()
+    stats = cli.json("stats")
     for key in STATS_NUMBERS:
         assert _is_number(stats[key]), (key, stats[key])
     # "objects" is a count per object type, each a number.
@@ -48,36 +48,36 @@ def test_stats_json_has_every_figure_as_a_number(es: Earshot) -> None:
     assert stats["disk_bytes"] > 0
 
 
-def test_stats_on_an_empty_store_is_all_zero_not_an_error(es: Earshot) -> None:
-    stats = es.json("stats")
+def test_stats_on_an_empty_store_is_all_zero_not_an_error(cli: Cli) -> None:
+    stats = cli.json("stats")
     assert stats["snapshots"] == 0
     assert _object_count(stats) == 0
     for key in ("disk_per_content_byte", "compression_ratio", "dedup_ratio"):
         assert stats[key] == 0
 
 
-def test_fsck_on_a_healthy_store_exits_0_ok(es: Earshot) -> None:
-    es.write("a.txt", "a\n")
-    es.write("d/b.txt", "b\n")
-    es.snap()
-    doc = es.json("fsck")
+def test_fsck_on_a_healthy_store_exits_0_ok(cli: Cli) -> None:
+    cli.write("a.txt", "a\n")
+    cli.write("d/b.txt", "b\n")
+    cli.snap()
+    doc = cli.json("fsck")
     assert doc["ok"] is True
     assert doc["problems"] == []
     assert doc["snapshots"] == 1
     assert doc["objects"] > 0
-    assert "ok" in es.run("fsck").stdout
+    assert "ok" in cli.run("fsck").stdout
 
 
-def _corrupt_marker(es: Earshot) -> tuple[str, bytes, str]:
+def _corrupt_marker(cli: Cli) -> tuple[str, bytes, str]:
     """Snapshot an incompressible file, then flip one byte of it in data.mdb.
 
     Returns the snapshot id, the true content and the blob's hex digest.
     """
     marker = os.urandom(3000)  # zstd cannot shrink it: stored raw
-    es.write("marker.bin", marker)
-    es.write("other.txt", "other\n")
-    snap_id = es.snap()
-    (data_mdb,) = list((es.home / "checkpoints").glob("*/data.mdb"))
+    cli.write("marker.bin", marker)
+    cli.write("other.txt", "other\n")
+    snap_id = cli.snap()
+    (data_mdb,) = list((cli.home / "checkpoints").glob("*/data.mdb"))
     needle = marker[1000:1032]
     with open(data_mdb, "r+b") as f:
         data = f.read()
@@ -93,25 +93,25 @@ def _corrupt_marker(es: Earshot) -> tuple[str, bytes, str]:
     return snap_id, marker, blake3.blake3(marker).hexdigest()
 
 
-def test_fsck_after_a_flipped_byte_exits_1_naming_the_object(es: Earshot) -> None:
-    _, _, digest = _corrupt_marker(es)
-    result = es.run("fsck", "--json", expect=1)
+def test_fsck_after_a_flipped_byte_exits_1_naming_the_object(cli: Cli) -> None:
+    _, _, digest = _corrupt_marker(cli)
+    result = cli.run("fsck", "--json", expect=1)
     doc = result.json()
     assert doc["ok"] is False
     assert doc["problems"]
     assert any(digest[:12] in problem for problem in doc["problems"]), doc["problems"]
-    text = es.run("fsck", expect=1).stdout
+    text = cli.run("fsck", expect=1).stdout
     assert digest[:12] in text
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["keep", "force"])
 def test_restore_of_a_corrupt_blob_never_writes_wrong_bytes(
-    es: Earshot, check_error: Any, force: bool
+    cli: Cli, check_error: Any, force: bool
 ) -> None:
-    snap_id, marker, _ = _corrupt_marker(es)
-    (es.root / "marker.bin").unlink()
-    result = es.run("restore", snap_id, *(["--force"] if force else []), "--json", expect=None)
-    path = es.root / "marker.bin"
+    snap_id, marker, _ = _corrupt_marker(cli)
+    (cli.root / "marker.bin").unlink()
+    result = cli.run("restore", snap_id, *(["--force"] if force else []), "--json", expect=None)
+    path = cli.root / "marker.bin"
     if path.exists():
         assert path.read_bytes() == marker, f"restore wrote corrupt content\n{result}"
     elif result.rc == 3:
@@ -122,31 +122,31 @@ def test_restore_of_a_corrupt_blob_never_writes_wrong_bytes(
         check_error(result)
 
 
-def test_gc_after_forget_drops_what_only_that_snapshot_used(es: Earshot) -> None:
-    es.write("keep.txt", "kept\n")
-    es.write("old.bin", os.urandom(200_000))
-    old = es.snap()
-    (es.root / "old.bin").unlink()
-    es.snap()
-    before = es.json("stats")
+def test_gc_after_forget_drops_what_only_that_snapshot_used(cli: Cli) -> None:
+    cli.write("keep.txt", "kept\n")
+    cli.write("old.bin", os.urandom(200_000))
+    old = cli.snap()
+    (cli.root / "old.bin").unlink()
+    cli.snap()
+    before = cli.json("stats")
 
-    assert es.json("forget", old[:8]) == {"forgotten": [old]}
-    report = es.json("gc", "--compact")
+    assert cli.json("forget", old[:8]) == {"forgotten": [old]}
+    report = cli.json("gc", "--compact")
     assert report["dead_objects"] > 0
     assert _is_number(report["disk_bytes_before"])
     assert _is_number(report["disk_bytes_after"])
     assert report["disk_bytes_after"] <= report["disk_bytes_before"]
 
-    after = es.json("stats")
+    after = cli.json("stats")
     assert after["snapshots"] == 1
     assert _object_count(after) < _object_count(before)
     assert after["content_bytes"] < before["content_bytes"]
     assert after["disk_bytes"] == report["disk_bytes_after"]
 
 
-def test_forget_of_an_unknown_id_exits_1_one_line(es: Earshot, check_error: Any) -> None:
-    es.write("a.txt", "a\n")
-    snap_id = es.snap()
+def test_forget_of_an_unknown_id_exits_1_one_line(cli: Cli, check_error: Any) -> None:
+    cli.write("a.txt", "a\n")
+    snap_id = cli.snap()
     other = ("0" if snap_id[0] != "0" else "1") + snap_id[1:]
-    check_error(es.run("forget", other, "--json", expect=None))
-    assert es.ids() == [snap_id]
+    check_error(cli.run("forget", other, "--json", expect=None))
+    assert cli.ids() == [snap_id]

@@ -1,6 +1,6 @@
 """The user's git repository: the agent's tools never write it, and a command that does is named.
 
-Each test runs the real ``earshot`` script (``es``) in a real git repository.
+Each test runs the real ``earshot`` script (``cli``) in a real git repository.
 """
 
 from __future__ import annotations
@@ -13,29 +13,29 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import Earshot
+    from earshot_cli import Cli
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
 @pytest.fixture
-def repo(es: Earshot, git: Any) -> Earshot:
+def repo(cli: Cli, git: Any) -> Cli:
     """The root is a git repository with one commit, and a session is started."""
-    git(es.root, "init", "-q")
-    es.write("a.txt", "a\n")
-    git(es.root, "add", "-A")
-    git(es.root, "commit", "-q", "-m", "first")
-    es.json("session", "new")  # no "started session" notice joins the error lines
-    return es
+    git(cli.root, "init", "-q")
+    cli.write("a.txt", "a\n")
+    git(cli.root, "add", "-A")
+    git(cli.root, "commit", "-q", "-m", "first")
+    cli.json("session", "new")  # no "started session" notice joins the error lines
+    return cli
 
 
-def _exec(es: Earshot, calls: list[dict[str, Any]], expect: int = 1) -> list[dict[str, Any]]:
-    ran = es.run("exec", stdin=json.dumps(calls), expect=expect)
+def _exec(cli: Cli, calls: list[dict[str, Any]], expect: int = 1) -> list[dict[str, Any]]:
+    ran = cli.run("exec", stdin=json.dumps(calls), expect=expect)
     return [json.loads(line) for line in ran.stdout.splitlines()]
 
 
 def test_write_of_git_head_is_refused_and_head_is_unchanged(
-    repo: Earshot, check_error: Any, dir_digest: Any
+    repo: Cli, check_error: Any, dir_digest: Any
 ) -> None:
     before = dir_digest(repo.root / ".git")
     ran = repo.run("write", ".git/HEAD", stdin="ref: refs/heads/evil\n", expect=1)
@@ -44,7 +44,7 @@ def test_write_of_git_head_is_refused_and_head_is_unchanged(
 
 
 def test_edit_of_git_config_is_refused_and_config_is_unchanged(
-    repo: Earshot, check_error: Any, dir_digest: Any
+    repo: Cli, check_error: Any, dir_digest: Any
 ) -> None:
     before = dir_digest(repo.root / ".git")
     ran = repo.run("edit", ".git/config", "--old", "bare = false", "--new", "bare = true", expect=1)
@@ -53,7 +53,7 @@ def test_edit_of_git_config_is_refused_and_config_is_unchanged(
 
 
 def test_exec_write_of_a_git_hook_returns_ok_false_and_writes_nothing(
-    repo: Earshot, dir_digest: Any
+    repo: Cli, dir_digest: Any
 ) -> None:
     before = dir_digest(repo.root / ".git")
     (result,) = _exec(
@@ -64,17 +64,17 @@ def test_exec_write_of_a_git_hook_returns_ok_false_and_writes_nothing(
 
 
 @pytest.mark.parametrize("path", ["sub/.git/config", "sub/.git", "./x/../.git/HEAD"])
-def test_write_into_any_git_component_is_refused(es: Earshot, path: str) -> None:
+def test_write_into_any_git_component_is_refused(cli: Cli, path: str) -> None:
     """Any depth; a nested repository's too. (``x/../.git`` is refused as ``..``.)"""
-    es.write("sub/.git/config", "nested\n")
-    (result,) = _exec(es, [{"tool": "write_file", "path": path, "content": "x"}])
+    cli.write("sub/.git/config", "nested\n")
+    (result,) = _exec(cli, [{"tool": "write_file", "path": path, "content": "x"}])
     assert result["ok"] is False
     assert "inside .git" in result["error"] or "outside the root" in result["error"]
-    assert (es.root / "sub/.git/config").read_text() == "nested\n"
-    assert not (es.root / ".git").exists()
+    assert (cli.root / "sub/.git/config").read_text() == "nested\n"
+    assert not (cli.root / ".git").exists()
 
 
-def test_a_symlink_into_git_is_not_followed_for_a_write(repo: Earshot, dir_digest: Any) -> None:
+def test_a_symlink_into_git_is_not_followed_for_a_write(repo: Cli, dir_digest: Any) -> None:
     (repo.root / "cfg").symlink_to(".git/config")
     before = dir_digest(repo.root / ".git")
     (result,) = _exec(repo, [{"tool": "write_file", "path": "cfg", "content": "[core]\n"}])
@@ -83,14 +83,14 @@ def test_a_symlink_into_git_is_not_followed_for_a_write(repo: Earshot, dir_diges
     assert (repo.root / "cfg").is_symlink()
 
 
-def test_write_into_the_data_directory_inside_the_root_is_refused(es: Earshot) -> None:
-    home = es.root / "earshot-data"
-    env = es.env(EARSHOT_HOME=str(home))
-    es.run("session", "new", env=env)
+def test_write_into_the_data_directory_inside_the_root_is_refused(cli: Cli) -> None:
+    home = cli.root / "earshot-data"
+    env = cli.env(EARSHOT_HOME=str(home))
+    cli.run("session", "new", env=env)
     store = next((home / "checkpoints").iterdir())
     target = f"earshot-data/checkpoints/{store.name}/data.mdb"
     before = (home / "checkpoints" / store.name / "data.mdb").read_bytes()
-    ran = es.run(
+    ran = cli.run(
         "exec",
         "--json",
         stdin=json.dumps([{"tool": "write_file", "path": target, "content": "x"}]),
@@ -103,7 +103,7 @@ def test_write_into_the_data_directory_inside_the_root_is_refused(es: Earshot) -
     assert not list(home.rglob(".earshot-tmp-*"))
 
 
-def test_bash_that_commits_says_git_changed_on_stderr_and_in_json(repo: Earshot) -> None:
+def test_bash_that_commits_says_git_changed_on_stderr_and_in_json(repo: Cli) -> None:
     repo.write("a.txt", "changed\n")
     ran = repo.run("bash", "git -c user.name=t -c user.email=t@e commit -qam second")
     notice = [line for line in ran.stderr.splitlines() if "git repository" in line]
@@ -115,14 +115,14 @@ def test_bash_that_commits_says_git_changed_on_stderr_and_in_json(repo: Earshot)
     assert result["git_changed"] == [".git/refs/tags"]
 
 
-def test_bash_that_leaves_git_alone_says_nothing_of_it(repo: Earshot) -> None:
+def test_bash_that_leaves_git_alone_says_nothing_of_it(repo: Cli) -> None:
     ran = repo.run("bash", "echo b > b.txt")
     assert "git" not in ran.stderr
     (result,) = repo.json("bash", "cat a.txt")["results"]
     assert result["git_changed"] == []
 
 
-def test_exec_bash_that_writes_a_hook_reports_it_in_its_result(repo: Earshot) -> None:
+def test_exec_bash_that_writes_a_hook_reports_it_in_its_result(repo: Cli) -> None:
     (result,) = _exec(
         repo,
         [{"tool": "bash", "command": "printf '#!/bin/sh\\n' > .git/hooks/post-checkout"}],

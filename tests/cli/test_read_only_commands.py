@@ -1,6 +1,6 @@
 """Commands that only read never create state: no store, no session, no session log.
 
-Each runs the real ``earshot`` script (``es``) and then looks at the data
+Each runs the real ``earshot`` script (``cli``) and then looks at the data
 directory on disk.
 """
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import Earshot
+    from earshot_cli import Cli
 
 NO_SESSIONS = "no sessions in this root ('earshot session new' starts one)"
 
@@ -43,26 +43,26 @@ def _everything(home: Path) -> list[str]:
 
 @pytest.mark.parametrize("args", list(UNRECORDED), ids=" ".join)
 def test_a_read_only_command_in_an_unrecorded_root_creates_no_store(
-    es: Earshot, args: tuple[str, ...]
+    cli: Cli, args: tuple[str, ...]
 ) -> None:
     code, says = UNRECORDED[args]
-    ran = es.run(*args, expect=code)
+    ran = cli.run(*args, expect=code)
     assert says in (ran.stdout if code == 0 else ran.stderr), str(ran)
-    es.run(*args, "--json", expect=code)
-    assert not es.home.exists(), _everything(es.home)
+    cli.run(*args, "--json", expect=code)
+    assert not cli.home.exists(), _everything(cli.home)
 
 
-def test_log_with_root_slash_creates_no_session(es: Earshot) -> None:
-    ran = es.run("log", "--root", "/")
+def test_log_with_root_slash_creates_no_session(cli: Cli) -> None:
+    ran = cli.run("log", "--root", "/")
     assert ran.stdout == NO_SESSIONS + "\n"
-    assert es.json("log", "--root", "/") == {"session": None, "batches": [], "pending": []}
-    assert not es.home.exists(), _everything(es.home)
+    assert cli.json("log", "--root", "/") == {"session": None, "batches": [], "pending": []}
+    assert not cli.home.exists(), _everything(cli.home)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the watcher is Linux-only")
-def test_watch_status_creates_nothing(es: Earshot) -> None:
-    assert "not watching" in es.run("watch", "--status").stdout
-    assert not es.home.exists(), _everything(es.home)
+def test_watch_status_creates_nothing(cli: Cli) -> None:
+    assert "not watching" in cli.run("watch", "--status").stdout
+    assert not cli.home.exists(), _everything(cli.home)
 
 
 @pytest.mark.parametrize(
@@ -71,27 +71,27 @@ def test_watch_status_creates_nothing(es: Earshot) -> None:
     ids=" ".join,
 )
 def test_a_read_only_command_in_a_root_with_snapshots_but_no_session_starts_none(
-    es: Earshot, args: tuple[str, ...]
+    cli: Cli, args: tuple[str, ...]
 ) -> None:
-    es.write("a.txt", "a\n")
-    es.snap()
-    before = _everything(es.home)
-    ran = es.run(*args, expect=UNRECORDED[args][0])
+    cli.write("a.txt", "a\n")
+    cli.snap()
+    before = _everything(cli.home)
+    ran = cli.run(*args, expect=UNRECORDED[args][0])
     assert "started session" not in ran.stderr
-    assert es.json("sessions") == {"sessions": []}
-    assert _everything(es.home) == before
+    assert cli.json("sessions") == {"sessions": []}
+    assert _everything(cli.home) == before
 
 
-def test_reading_a_session_whose_log_is_gone_does_not_recreate_the_log(es: Earshot) -> None:
-    sid = es.json("session", "new")["id"]
-    es.run("bash", "echo a > a.txt")
-    logs = list((es.home / "sessions").rglob(f"{sid}.jsonl"))
+def test_reading_a_session_whose_log_is_gone_does_not_recreate_the_log(cli: Cli) -> None:
+    sid = cli.json("session", "new")["id"]
+    cli.run("bash", "echo a > a.txt")
+    logs = list((cli.home / "sessions").rglob(f"{sid}.jsonl"))
     assert len(logs) == 1
     logs[0].unlink()
-    before = _everything(es.home)
-    assert es.json("log")["session"] == sid
-    assert es.json("tree") == {"session": sid, "prompts": []}
-    assert es.json("undo", "--dry-run")["deleted"] == ["a.txt"]
-    es.run("rewind", "1", "--code", "--dry-run", expect=1)
-    assert _everything(es.home) == before
-    assert (es.root / "a.txt").exists()
+    before = _everything(cli.home)
+    assert cli.json("log")["session"] == sid
+    assert cli.json("tree") == {"session": sid, "prompts": []}
+    assert cli.json("undo", "--dry-run")["deleted"] == ["a.txt"]
+    cli.run("rewind", "1", "--code", "--dry-run", expect=1)
+    assert _everything(cli.home) == before
+    assert (cli.root / "a.txt").exists()

@@ -1,7 +1,7 @@
 """Names with control characters: quoted in text output as git quotes them, real in JSON.
 
 One file name must never pass for several lines of output. The CLI tests run
-the real ``earshot`` script (``es``); ``quote_path`` itself is property-tested.
+the real ``earshot`` script (``cli``); ``quote_path`` itself is property-tested.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from earshot.cli.render import one_line, quote_path
 
 if TYPE_CHECKING:
-    from conftest import Earshot
+    from earshot_cli import Cli
 
 EVIL = "evil\n+ fake.txt"
 QUOTED = '"evil\\n+ fake.txt"'
@@ -26,65 +26,65 @@ def _lines_naming(text: str, needle: str) -> list[str]:
     return [line for line in text.splitlines() if needle in line]
 
 
-def _write_evil(es: Earshot) -> None:
+def _write_evil(cli: Cli) -> None:
     calls = [{"tool": "write_file", "path": EVIL, "content": "x\n"}]
-    es.run("exec", stdin=json.dumps(calls))
+    cli.run("exec", stdin=json.dumps(calls))
 
 
-def test_log_prints_a_newline_name_quoted_on_one_line(es: Earshot) -> None:
-    _write_evil(es)
-    out = es.run("log").stdout
+def test_log_prints_a_newline_name_quoted_on_one_line(cli: Cli) -> None:
+    _write_evil(cli)
+    out = cli.run("log").stdout
     assert "fake.txt" not in out.replace(QUOTED, "")
     assert len(_lines_naming(out, QUOTED)) == 1
-    (batch,) = es.json("log")["batches"]
+    (batch,) = cli.json("log")["batches"]
     assert batch["calls"][0]["path"] == EVIL
     assert batch["changes"][0]["path"] == EVIL
 
 
-def test_diff_stat_of_a_batch_and_of_snapshots_quotes_the_name(es: Earshot) -> None:
-    snap = es.snap()
-    _write_evil(es)
+def test_diff_stat_of_a_batch_and_of_snapshots_quotes_the_name(cli: Cli) -> None:
+    snap = cli.snap()
+    _write_evil(cli)
     for args in (("diff", "1", "--stat"), ("diff", snap, "--stat"), ("diff", snap)):
-        out = es.run(*args).stdout
+        out = cli.run(*args).stdout
         assert f"+ {QUOTED}" in out.splitlines(), out
         assert "\n+ fake.txt" not in out
-    doc = es.json("diff", "1")
+    doc = cli.json("diff", "1")
     assert [c["path"] for c in doc["changes"]] == [EVIL]
 
 
-def test_undo_and_redo_impact_quote_the_name(es: Earshot) -> None:
-    _write_evil(es)
-    dry = es.run("undo", "--dry-run").stdout
+def test_undo_and_redo_impact_quote_the_name(cli: Cli) -> None:
+    _write_evil(cli)
+    dry = cli.run("undo", "--dry-run").stdout
     assert f"  would delete  {QUOTED}" in dry.splitlines()
-    assert es.json("undo", "--dry-run")["deleted"] == [EVIL]
-    done = es.run("undo").stdout
+    assert cli.json("undo", "--dry-run")["deleted"] == [EVIL]
+    done = cli.run("undo").stdout
     assert f"  delete  {QUOTED}" in done.splitlines()
-    redone = es.run("redo").stdout
+    redone = cli.run("redo").stdout
     assert f"  restore {QUOTED}" in redone.splitlines()
 
 
-def test_restore_lists_the_name_quoted(es: Earshot) -> None:
-    snap = es.snap()
-    (es.root / "tab\there").write_text("t\n")
-    out = es.run("restore", snap, "--dry-run", expect=3).stdout
+def test_restore_lists_the_name_quoted(cli: Cli) -> None:
+    snap = cli.snap()
+    (cli.root / "tab\there").write_text("t\n")
+    out = cli.run("restore", snap, "--dry-run", expect=3).stdout
     assert any(line.startswith('  skipped "tab\\there": ') for line in out.splitlines()), out
-    doc = es.json("restore", snap, "--dry-run", expect=3)
+    doc = cli.json("restore", snap, "--dry-run", expect=3)
     assert doc["skipped"][0]["path"] == "tab\there"
 
 
-def test_snapshot_lists_an_unrecorded_name_quoted(es: Earshot) -> None:
-    os.mkfifo(es.root / "fifo\nnot recorded (special): x")
-    out = es.run("snapshot").stdout
+def test_snapshot_lists_an_unrecorded_name_quoted(cli: Cli) -> None:
+    os.mkfifo(cli.root / "fifo\nnot recorded (special): x")
+    out = cli.run("snapshot").stdout
     (line,) = [line for line in out.splitlines() if line.startswith("  not recorded")]
     assert all(line.startswith(("snapshot", "  ")) for line in out.splitlines()), out
     assert line == '  not recorded (special): "fifo\\nnot recorded (special): x"'
-    doc = es.json("snapshot")
+    doc = cli.json("snapshot")
     assert [p["path"] for p in doc["unrecorded_paths"]] == ["fifo\nnot recorded (special): x"]
 
 
-def test_an_error_naming_a_newline_path_stays_one_line(es: Earshot, check_error: Any) -> None:
-    es.json("session", "new")
-    ran = es.run("edit", "no\nsuch", "--old", "a", "--new", "b", expect=1)
+def test_an_error_naming_a_newline_path_stays_one_line(cli: Cli, check_error: Any) -> None:
+    cli.json("session", "new")
+    ran = cli.run("edit", "no\nsuch", "--old", "a", "--new", "b", expect=1)
     assert "no\\nsuch" in check_error(ran)
 
 

@@ -1,6 +1,6 @@
 """Bad input to the agent's tools: a clear error, never a traceback, a hang or a wrong file.
 
-Each test runs the real ``earshot`` script (``es``) on real files.
+Each test runs the real ``earshot`` script (``cli``) on real files.
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import Earshot
+    from earshot_cli import Cli
 
 
 @pytest.fixture
-def session(es: Earshot) -> Earshot:
-    es.json("session", "new")  # no "started session" notice joins the error lines
-    return es
+def session(cli: Cli) -> Cli:
+    cli.json("session", "new")  # no "started session" notice joins the error lines
+    return cli
 
 
-def _exec(es: Earshot, calls: list[dict[str, Any]], expect: int = 1) -> list[dict[str, Any]]:
-    ran = es.run("exec", stdin=json.dumps(calls), expect=expect, timeout=20)
+def _exec(cli: Cli, calls: list[dict[str, Any]], expect: int = 1) -> list[dict[str, Any]]:
+    ran = cli.run("exec", stdin=json.dumps(calls), expect=expect, timeout=20)
     assert "Traceback" not in ran.stderr, str(ran)
     return [json.loads(line) for line in ran.stdout.splitlines()]
 
@@ -40,7 +40,7 @@ def _exec(es: Earshot, calls: list[dict[str, Any]], expect: int = 1) -> list[dic
     ids=["read_file", "write_file", "edit", "bash"],
 )
 def test_exec_with_a_nul_byte_gives_an_error_result_not_a_traceback(
-    session: Earshot, call: dict[str, Any]
+    session: Cli, call: dict[str, Any]
 ) -> None:
     (result,) = _exec(session, [call])
     assert result["ok"] is False and "NUL byte" in result["error"]
@@ -48,7 +48,7 @@ def test_exec_with_a_nul_byte_gives_an_error_result_not_a_traceback(
 
 
 def test_read_file_and_edit_of_a_fifo_are_refused_without_blocking(
-    session: Earshot, check_error: Any
+    session: Cli, check_error: Any
 ) -> None:
     os.mkfifo(session.root / "pipe")
     (result,) = _exec(session, [{"tool": "read_file", "path": "pipe"}])
@@ -60,13 +60,13 @@ def test_read_file_and_edit_of_a_fifo_are_refused_without_blocking(
     assert (session.root / "pipe").is_fifo()
 
 
-def test_read_file_of_a_directory_is_refused_as_not_a_regular_file(session: Earshot) -> None:
+def test_read_file_of_a_directory_is_refused_as_not_a_regular_file(session: Cli) -> None:
     (session.root / "dir").mkdir()
     (result,) = _exec(session, [{"tool": "read_file", "path": "dir"}])
     assert result["ok"] is False and "a directory, not a regular file" in result["error"]
 
 
-def test_edit_with_an_empty_old_text_says_it_is_empty(session: Earshot, check_error: Any) -> None:
+def test_edit_with_an_empty_old_text_says_it_is_empty(session: Cli, check_error: Any) -> None:
     session.write("a.txt", "abc\n")
     ran = session.run("edit", "a.txt", "--old", "", "--new", "x", expect=1)
     message = check_error(ran)
@@ -76,7 +76,7 @@ def test_edit_with_an_empty_old_text_says_it_is_empty(session: Earshot, check_er
     assert (session.root / "a.txt").read_text() == "abc\n"
 
 
-def test_read_and_edit_follow_an_in_root_symlink_to_its_target(session: Earshot) -> None:
+def test_read_and_edit_follow_an_in_root_symlink_to_its_target(session: Cli) -> None:
     session.write("real/target.txt", "one\n")
     (session.root / "link.txt").symlink_to("real/target.txt")
     (session.root / "dirlink").symlink_to("real")
@@ -99,7 +99,7 @@ def test_read_and_edit_follow_an_in_root_symlink_to_its_target(session: Earshot)
 
 @pytest.mark.parametrize("target", ["/etc/hostname", "../outside.txt", "sub/../../outside.txt"])
 def test_a_symlink_out_of_the_root_is_refused_with_a_clear_message(
-    session: Earshot, check_error: Any, target: str
+    session: Cli, check_error: Any, target: str
 ) -> None:
     outside = session.root.parent / "outside.txt"
     outside.write_text("outside\n")
@@ -116,7 +116,7 @@ def test_a_symlink_out_of_the_root_is_refused_with_a_clear_message(
     assert os.readlink(session.root / "out") == target
 
 
-def test_a_symlink_loop_is_an_error_result(session: Earshot) -> None:
+def test_a_symlink_loop_is_an_error_result(session: Cli) -> None:
     (session.root / "a").symlink_to("b")
     (session.root / "b").symlink_to("a")
     (result,) = _exec(session, [{"tool": "read_file", "path": "a"}])
@@ -134,7 +134,7 @@ def _without_dac_override() -> tuple[str, ...]:
 
 
 def test_write_into_a_read_only_directory_names_the_target_not_a_temp_file(
-    session: Earshot, check_error: Any
+    session: Cli, check_error: Any
 ) -> None:
     prefix = _without_dac_override()
     locked = session.root / "locked"

@@ -15,7 +15,7 @@ import pytest
 from earshot.agent.watch import client as wc
 
 if TYPE_CHECKING:
-    from conftest import Earshot
+    from earshot_cli import Cli
 
 pytestmark = [
     pytest.mark.watcher,
@@ -24,18 +24,18 @@ pytestmark = [
 
 
 @pytest.fixture
-def ws(es: Earshot) -> Iterator[Earshot]:
+def ws(cli: Cli) -> Iterator[Cli]:
     """The CLI, with any daemon it started stopped afterwards (killed if it will not stop)."""
     try:
-        yield es
+        yield cli
     finally:
-        paths = wc.daemon_paths(es.root, es.home)
+        paths = wc.daemon_paths(cli.root, cli.home)
         pid = wc.daemon_pid(paths)
         if pid and wc.stop_daemon(paths, wait=3.0) and wc.daemon_pid(paths) is not None:
             os.kill(pid, signal.SIGKILL)
 
 
-def test_watch_starts_once_and_status_and_stop_report_it(ws: Earshot) -> None:
+def test_watch_starts_once_and_status_and_stop_report_it(ws: Cli) -> None:
     (ws.root / "src").mkdir()
     first = ws.json("watch")
     assert first["running"] and first["started"] and first["pid"] > 0
@@ -54,7 +54,7 @@ def test_watch_starts_once_and_status_and_stop_report_it(ws: Earshot) -> None:
     assert ws.run("watch", "--stop").stdout.strip() == f"no watch daemon for {ws.root}"
 
 
-def test_status_shows_a_gap_in_words(ws: Earshot) -> None:
+def test_status_shows_a_gap_in_words(ws: Cli) -> None:
     ws.run("watch")
     (ws.root / ".gitignore").write_text("*.tmp\n")  # rules changed at the root: a gap
     tracker = wc.DaemonTracker(ws.root, ws.home)
@@ -64,7 +64,7 @@ def test_status_shows_a_gap_in_words(ws: Earshot) -> None:
     assert "gap at " in text and "ignore rules changed at the root" in text
 
 
-def test_foreground_runs_until_idle_and_a_start_meanwhile_finds_it(ws: Earshot) -> None:
+def test_foreground_runs_until_idle_and_a_start_meanwhile_finds_it(ws: Cli) -> None:
     argv = ["watch", "--foreground", "--idle-timeout", "1.5"]
     proc = subprocess.Popen(
         [sys.executable, "-c", "from earshot.cli.main import main; main()", *argv],
@@ -90,23 +90,23 @@ def test_foreground_runs_until_idle_and_a_start_meanwhile_finds_it(ws: Earshot) 
     assert "watching" in err and "idle, exiting" in err
 
 
-def test_foreground_while_one_runs_says_so_and_exits_0(ws: Earshot) -> None:
+def test_foreground_while_one_runs_says_so_and_exits_0(ws: Cli) -> None:
     pid = ws.json("watch")["pid"]
     result = ws.run("watch", "--foreground")
     assert result.stdout.strip() == f"already watching {ws.root} (pid {pid})"
 
 
-def test_two_modes_at_once_is_a_usage_error(ws: Earshot) -> None:
+def test_two_modes_at_once_is_a_usage_error(ws: Cli) -> None:
     result = ws.run("watch", "--stop", "--status", expect=2)
     assert result.stdout == "" and "at most one of" in result.stderr
 
 
-def test_a_missing_root_is_a_one_line_error(ws: Earshot, check_error: Any) -> None:
+def test_a_missing_root_is_a_one_line_error(ws: Cli, check_error: Any) -> None:
     line = check_error(ws.run("watch", "--root", str(ws.root / "nope"), expect=None))
     assert "no such directory" in line
 
 
-def test_help_describes_the_modes(ws: Earshot) -> None:
+def test_help_describes_the_modes(ws: Cli) -> None:
     out = ws.run("watch", "--help").stdout
     for word in ("--foreground", "--stop", "--status", "--idle-timeout", "EARSHOT_WATCH"):
         assert word in out

@@ -1,28 +1,25 @@
-"""Running the real ``earshot`` console script in a subprocess, against a tmp root and home.
+"""Running the real ``earshot`` console script in a subprocess, against one home and one root.
 
-Every test gets its own ``EARSHOT_HOME`` and its own root; commands run with the
-root as the working directory unless told otherwise, so the default root (the
-current directory) is exercised everywhere.
+Commands run with the root as the working directory unless told otherwise,
+so the default root (the current directory) is exercised everywhere; each
+test has its own ``EARSHOT_HOME``. The fixture is ``cli`` (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 EARSHOT = Path(sys.executable).parent / "earshot"
 
 
 @dataclass(frozen=True)
-class Result:
+class Ran:
     """What one ``earshot`` run did."""
 
     args: tuple[str, ...]
@@ -45,17 +42,21 @@ class Result:
         )
 
 
-class Earshot:
-    """The CLI of one test: a home, a root, and a way to run commands."""
+class Cli:
+    """The real ``earshot`` script against one home and one root."""
 
     def __init__(self, home: Path, root: Path) -> None:
         self.home = home
         self.root = root
 
-    def env(self, **extra: str) -> dict[str, str]:
+    def env(self, session: str | None = None, **extra: str) -> dict[str, str]:
+        """The environment a run gets: this home, and ``session`` as $EARSHOT_SESSION."""
         env = dict(os.environ)
         env.pop("XDG_DATA_HOME", None)
+        env.pop("EARSHOT_SESSION", None)
         env["EARSHOT_HOME"] = str(self.home)
+        if session is not None:
+            env["EARSHOT_SESSION"] = session
         env.update(extra)
         return env
 
@@ -64,35 +65,46 @@ class Earshot:
         *args: str,
         cwd: Path | None = None,
         expect: int | None = 0,
+        stdin: bytes | str | None = None,
+        session: str | None = None,
         env: dict[str, str] | None = None,
-        stdin: str | None = None,
         timeout: float = 60,
         prefix: tuple[str, ...] = (),
-    ) -> Result:
-        """Run ``earshot ARGS``; ``prefix`` goes before it (e.g. a privilege-dropping wrapper)."""
+    ) -> Ran:
+        """Run ``earshot ARGS`` and check its exit code is ``expect`` (None: any).
+
+        ``prefix`` goes before it (e.g. a privilege-dropping wrapper).
+        """
+        data = stdin.encode() if isinstance(stdin, str) else stdin
         proc = subprocess.run(
             [*prefix, str(EARSHOT), *args],
             cwd=cwd or self.root,
-            env=env or self.env(),
-            input=stdin if stdin is not None else "",
+            env=env or self.env(session),
+            input=data if data is not None else b"",
             capture_output=True,
-            encoding="utf-8",
-            errors="surrogateescape",
             timeout=timeout,
             check=False,
         )
-        result = Result(tuple(args), proc.returncode, proc.stdout, proc.stderr)
+        ran = Ran(
+            tuple(args),
+            proc.returncode,
+            proc.stdout.decode("utf-8", "surrogateescape"),
+            proc.stderr.decode("utf-8", "surrogateescape"),
+        )
         if expect is not None:
-            assert result.rc == expect, str(result)
-        return result
+            assert ran.rc == expect, str(ran)
+        return ran
 
     def json(self, *args: str, expect: int | None = 0, **kwargs: Any) -> Any:
         return self.run(*args, "--json", expect=expect, **kwargs).json()
 
+    def new_session(self) -> str:
+        sid: str = self.json("session", "new")["id"]
+        return sid
+
     def snap(self, *args: str) -> str:
         """Take a snapshot (``snapshot --json ARGS``) and return its id."""
-        doc = self.json("snapshot", *args)
-        snap_id: str = doc["id"]
+        snap_id: str = self.json("snapshot", *args)["id"]
         return snap_id
 
     def ids(self) -> list[str]:
@@ -115,51 +127,11 @@ class Earshot:
         return path
 
 
-def one_line_error(result: Result, code: int = 1) -> str:
+def one_line_error(ran: Ran, code: int = 1) -> str:
     """Assert the contract for errors: exit ``code``, empty stdout, one 'earshot: ' line."""
-    assert result.rc == code, str(result)
-    assert result.stdout == "", str(result)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, str(result)
-    assert lines[0].startswith("earshot: "), str(result)
+    assert ran.rc == code, str(ran)
+    assert ran.stdout == "", str(ran)
+    lines = ran.stderr.splitlines()
+    assert len(lines) == 1, str(ran)
+    assert lines[0].startswith("earshot: "), str(ran)
     return lines[0]
-
-
-def listing(root: Path, mtimes: bool = False) -> dict[str, tuple[object, ...]]:
-    """Everything under ``root``: kind, permission bits, content or link target."""
-    out: dict[str, tuple[object, ...]] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in [*dirnames, *filenames]:
-            path = Path(dirpath) / name
-            rel = path.relative_to(root).as_posix()
-            st = path.lstat()
-            perm = stat.S_IMODE(st.st_mode)
-            extra: tuple[object, ...] = (st.st_mtime_ns,) if mtimes else ()
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", os.readlink(path), *extra)
-            elif stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir", perm, *extra)
-            elif stat.S_ISREG(st.st_mode):
-                out[rel] = ("file", perm, path.read_bytes(), *extra)
-            else:
-                out[rel] = ("special", stat.S_IFMT(st.st_mode), *extra)
-    return out
-
-
-@pytest.fixture
-def es(tmp_path: Path) -> Earshot:
-    home = tmp_path / "home"
-    root = tmp_path / "root"
-    root.mkdir()
-    return Earshot(home, root)
-
-
-@pytest.fixture
-def check_error() -> Any:
-    return one_line_error
-
-
-@pytest.fixture
-def list_tree() -> Any:
-    return listing
