@@ -2,7 +2,8 @@
 
 ``project_command`` adds ``--root``, ``--json`` and ``-v``, opens the root's
 project and hands it to the command (borg's ``with_repository``), and turns
-earshot's own errors into one line on stderr with exit code 1.
+earshot's own errors into one line on stderr with the exit code each carries
+(``EarshotError.exit_code``).
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def _project_command(func: F, finish: bool) -> F:
                     kwargs["settled"] = settled
                 return func(project=project, as_json=as_json, **kwargs)
         except EarshotError as exc:
-            fail(str(exc))
+            fail(str(exc), exc.exit_code)
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             fail(f"{where}{exc.strerror or exc}")

@@ -41,7 +41,7 @@ def unless_recorded(
             try:
                 return empty(**options)
             except EarshotError as exc:
-                fail(str(exc))
+                fail(str(exc), exc.exit_code)
 
         return wrapper  # type: ignore[return-value]
 
