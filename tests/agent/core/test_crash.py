@@ -412,6 +412,24 @@ def test_5_random_flips_in_a_record_give_one_line_never_a_traceback(
     assert (root / "a.txt").read_text() == "changed\n"
 
 
+def test_5_a_damaged_session_record_is_one_line_for_log_and_undo_and_listed_by_fsck(
+    cli: Any, root: Path, check_error: Any
+) -> None:
+    (root / "a.txt").write_text("a\n")
+    sid = cli.new_session()
+    cli.run("bash", "echo changed > a.txt", session=sid)
+    data = cli.store_dir() / "data.mdb"
+    # The session's record holds its next batch number: 2 becomes 9, still valid JSON.
+    assert _flip_everywhere(data, b'"next_seq":2', b'"next_seq":9') >= 1
+    for args in (("log",), ("undo",)):
+        line = check_error(cli.run(*args, session=sid, expect=1))
+        assert f"session {sid} is damaged" in line
+    fsck = cli.run("fsck", expect=1)
+    assert f"session {sid} is damaged" in fsck.stdout, str(fsck)
+    assert "Traceback" not in fsck.stderr
+    assert (root / "a.txt").read_text() == "changed\n"
+
+
 # -- 6. a torn session tail never drops a batch from a rewind ------------------------
 
 
