@@ -20,6 +20,22 @@ settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+#: Set by .ci/run: a skipped test proves nothing, so CI fails on any skip.
+_NO_SKIPS = "EARSHOT_NO_SKIPS"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not os.environ.get(_NO_SKIPS):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped:
+        for report in skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+            print(f"\n{_NO_SKIPS}: {report.nodeid} was skipped: {reason}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 # CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: with either, a process reads a
 # chmod-000 file whatever its mode (root, as CI runs).
 _DAC_CAPS = (1 << 1) | (1 << 2)
