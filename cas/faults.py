@@ -35,7 +35,9 @@ def _parse(text: str) -> dict[str, tuple[int, bool, str]]:
         onward = nth.endswith("+")
         nth = nth.removesuffix("+")
         if action not in _ACTIONS or (nth and not nth.isdigit()):
-            raise ValueError(f"{ENV}: cannot read {item!r} (site[@N[+]][=kill|term|int|enospc|eio])")
+            raise ValueError(
+                f"{ENV}: cannot read {item!r} (site[@N[+]][=kill|term|int|enospc|eio])"
+            )
         plan[site] = (int(nth or 1), onward, action)
     return plan
 
