@@ -11,7 +11,7 @@ peer's command sequence) timed with ``time.perf_counter``, tools alternating.
         --out benchmarks/results-checkpoints.json
 
 With ``--watch never`` every earshot CLI call is the first mutating call of
-its process, so it restages the whole tree first (DESIGN.md's policy); with
+its process, so it restages the whole tree first (the snapshot policy); with
 ``--watch always`` the watch daemon vouches for the tree and a call restages
 only what changed.
 """

@@ -1,6 +1,6 @@
 """The LMDB backend: the only module that imports ``lmdb``.
 
-Facts it is built on (storage-facts.md): one writer at a time across
+Facts it is built on (docs/FACTS.md, "LMDB"): one writer at a time across
 processes, lock-free readers; a write transaction keeps every dirtied page in
 private memory until commit, so writes are buffered in Python and applied in
 one short transaction (the object writer flushes every ~64 MiB); the map size

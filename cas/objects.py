@@ -2,7 +2,7 @@
 
 Why packs: LMDB spends whole 4 KiB overflow pages on values over half a page,
 doubling the size of the 1-4 KiB blobs that make up most source trees
-(storage-facts.md). So objects are appended, each compressed on its own, to a
+(docs/FACTS.md). So objects are appended, each compressed on its own, to a
 pack of about 4 MiB stored as one value; the ``index`` table maps a digest to
 (type, codec, pack, offset, lengths). A read copies only its slice of a pack.
 

@@ -11,7 +11,7 @@ restore temp files, and whatever the ignore rules exclude.
 Hashing is safe against files changing underneath: open with O_NOFOLLOW,
 fstat, read and hash, fstat again; if anything moved, the content is recorded
 but not cached. Parallel hashing is deliberately absent: a thread pool over
-small files was 2-6x slower on these machines (storage-facts.md).
+small files was slower than a plain loop here (docs/FACTS.md).
 """
 
 from __future__ import annotations

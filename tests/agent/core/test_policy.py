@@ -1,4 +1,4 @@
-"""The snapshot policy of DESIGN.md, one table row per test.
+"""The snapshot policy (agent/core/policy.py), one rule per test.
 
 Each test wraps ``Project.record`` with a spy that notes which restage ran
 ("full", or ("scoped", paths)) and with which note, so the row's "before" and

@@ -1,4 +1,4 @@
-"""DESIGN.md's promises 1-7, each as named tests, mostly through the real CLI.
+"""The promises 1-7 of docs/ARCHITECTURE.md, each as named tests, mostly through the real CLI.
 
 Every command runs the installed ``earshot`` script in a subprocess with its
 own EARSHOT_HOME; each one is a new process, as an agent's tool calls are.
