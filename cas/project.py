@@ -23,6 +23,7 @@ from .fsck import FsckReport, check_store
 from .gc import GcReport, collect_garbage
 from .intents import Held, Intents, end_intent
 from .logs import get_logger
+from .lookup import lookup
 from .objects import ObjectStore, ObjectWriter
 from .paths import checkpoints_dir, data_home, real_root
 from .restage import relative_path, restage_paths
@@ -204,8 +205,9 @@ class Project:
         its own per batch. The duration of a full restage is kept in the
         store: the snapshot policy budgets by it. ``also`` adds writes to the
         transaction that commits the snapshot (an intent's end, say).
-        ``forced`` paths are recorded whatever the ignore rules say (what an
-        agent's write_file or edit named): after a full scan they are
+        ``forced`` paths are recorded whatever the ignore rules and the size
+        limit say (what an agent's write_file or edit named, what an undo or
+        restore is about to change): after a full scan they are
         restaged on top of it; in a scoped restage they are among the paths.
         """
         rels = None if paths is None else [relative_path(str(self.root), p) for p in paths]
@@ -250,6 +252,7 @@ class Project:
     ) -> tuple[Digest, ScanReport]:
         """A scoped restage of ``rels`` on ``base``; with ``counted``, counts made whole."""
         scanner = Scanner(self.root, writer, self.options)
+        scanner.unlimited = forced
         scanner.trust_before_ns = touch_marker(self.store_dir / "scan.marker")
         scanner.trust_before_ns -= self.options.racy_margin_ns
         base_files, base_bytes = _count_base(writer, base) if counted else (0, 0)
@@ -401,6 +404,17 @@ class Project:
         before = self.snapshot(note or f"before restore to {short(target)}", progress=progress)
         return self._restore_from(target, target_snap, before, may_delete, None)
 
+    def _unrecorded_targets(self, plan: RestorePlan, before: Recorded) -> list[str]:
+        """The paths ``plan`` writes that exist on disk but not in ``before``'s tree."""
+        hidden = []
+        with self.store.reader() as reader:
+            for path, _ in plan.writes:
+                if os.path.lexists(os.path.join(self.root, path)) and (
+                    lookup(reader, before.snapshot.tree, path) is None
+                ):
+                    hidden.append(path)
+        return hidden
+
     def finish_restore(self, held: Held) -> Restored:
         """Finish a restore whose process died (an intent of kind ``restore``, claimed).
 
@@ -429,6 +443,25 @@ class Project:
             plan = plan_restore(
                 reader, before.snapshot.tree, target_snap.tree, may_delete, str(self.root)
             )
+        hidden = self._unrecorded_targets(plan, before)
+        if hidden:
+            # Paths the restore writes that are on disk but not in the state
+            # before (ignored now, say a .env added to .gitignore since): record
+            # them too, so the state before holds what the restore overwrites.
+            first = before
+            before = self.record(
+                hidden,
+                base=before.snapshot.tree,
+                note=before.snapshot.note,
+                forced=hidden,
+            )
+            if not first.reused and first.digest != before.digest:
+                self.forget([first.digest])
+            with self.store.reader() as reader:
+                plan = plan_restore(
+                    reader, before.snapshot.tree, target_snap.tree, may_delete, str(self.root)
+                )
+        with self.store.reader() as reader:
             if plan.empty:
                 if held is not None:
                     self.intents.drop(held)

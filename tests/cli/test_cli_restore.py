@@ -211,6 +211,25 @@ def test_restore_force_keeps_a_file_the_snapshot_ignored(cli: Cli, git: Any) -> 
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_restore_over_a_file_ignored_since_records_it_first_so_it_comes_back(
+    cli: Cli, git: Any
+) -> None:
+    # A .env added to .gitignore after the snapshot: the restore writes the
+    # snapshot's .env over one the state before would not have held.
+    git(cli.root, "init", "-q")
+    cli.write(".env", "OLD=1\n")
+    s0 = cli.snap()
+    cli.write(".gitignore", ".env\n")
+    cli.write(".env", "NEW=precious\n")
+    cli.json("restore", s0, expect=3)
+    assert (cli.root / ".env").read_text() == "OLD=1\n"
+    before = cli.ids()[0]  # newest first: the state before the restore
+    assert len(cli.ids()) == 2
+    cli.json("restore", before)
+    assert (cli.root / ".env").read_text() == "NEW=precious\n"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_restore_force_judges_extras_by_the_snapshots_rules_at_every_level(
     cli: Cli, git: Any
 ) -> None:
