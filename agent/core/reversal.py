@@ -248,7 +248,11 @@ class Reverter:
         impact.removed_dirs = result.removed_dirs
         touched = {p for p, _ in plan.writes + plan.deletes}
         touched |= set(result.removed_dirs) | set(result.created_dirs)
-        after = self.project.record(sorted(touched), base=now_tree, note="after undo", listed=False)
+        # Forced, as the state before was: a path a ledger names is recorded
+        # whatever the ignore rules say (a .env ignored since stays held).
+        after = self.project.record(
+            sorted(touched), base=now_tree, note="after undo", listed=False, forced=touched
+        )
         return after.digest
 
     def _parents(
