@@ -22,7 +22,7 @@ from pathlib import PurePosixPath
 from .digest import Digest
 from .errors import EarshotError
 from .ignore import IgnoreRules
-from .scan import TEMP_PREFIX, Scanner, entry_from_key, fsencode, join
+from .scan import Scanner, entry_from_key, fsencode, is_temp_name, join
 from .tree import Kind, TreeEntry, Unrecorded
 
 #: Trie of named paths; an empty dict under a name means "this whole entry".
@@ -134,7 +134,7 @@ def _update(
     reader = scanner.writer
     entries = {e.name: e for e in reader.read_tree(tree)} if tree is not None else {}
     for name, node in trie.items():
-        if not name or name == ".git" or name.startswith(TEMP_PREFIX):
+        if not name or name == ".git" or is_temp_name(name):
             continue
         rel = join(rel_dir, name)
         path = os.path.join(scanner.root, rel)

@@ -17,6 +17,7 @@ small files was slower than a plain loop here (docs/FACTS.md).
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from collections.abc import Callable
@@ -32,6 +33,17 @@ from .statcache import SMUDGED, DirRecord, EntryKey, StoredPaths, load_record, s
 from .tree import Kind, TreeEntry, Unrecorded
 
 TEMP_PREFIX = ".earshot-tmp-"
+#: A temp file earshot writes before a rename: the prefix, a tag (an intent's
+#: id, or ``w`` + pid) and a suffix. Only such a name is skipped by a scan: a
+#: person's ``.earshot-tmp-notes`` is recorded like any file.
+_TEMP_NAME = re.compile(r"\.earshot-tmp-(?:[0-9a-f]+-[0-9a-f]{8}|w[0-9]+)-[0-9a-f]+")
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is one of earshot's own temp files (see ``_TEMP_NAME``)."""
+    return name.startswith(TEMP_PREFIX) and _TEMP_NAME.fullmatch(name) is not None
+
+
 #: The names whose presence in a listing changes the ignore rules below it
 #: (``.git``: a nested repository, judged by its own rules and index).
 IGNORE_FILES = (".gitignore", ".earshotignore", ".git")
@@ -129,6 +141,9 @@ class Scanner:
         self.use_cache = use_cache
         self.report = ScanReport()
         self.trust_before_ns = 0
+        #: Root-relative paths recorded whatever the size limit: what an
+        #: agent's write or edit names, so undo can bring back what it replaced.
+        self.unlimited: frozenset[str] = frozenset()
         self._seen = 0
         self.mounts = MountTable()
         #: The device of the directory being listed: a subdirectory on another
@@ -206,7 +221,7 @@ class Scanner:
         new: dict[str, EntryKey] = {}
         for dirent in dirents:
             name = dirent.name
-            if name == ".git" or name.startswith(TEMP_PREFIX):
+            if name == ".git" or is_temp_name(name):
                 continue
             cached = old.get(name)
             inner = rules  # the rules its own entries are judged by, for a directory
@@ -287,8 +302,10 @@ class Scanner:
             and cached[4] == st.st_ctime_ns
             and cached[5] == st.st_ino
             and st.st_mode == _S_IFREG | cached[1]
-            and st.st_size <= self.options.max_file_size
         ):
+            # No size check: a file over the limit is cached as a file only
+            # when it was recorded past it (an agent's write named it), and
+            # while it is unchanged it stays held.
             self.report.files += 1
             self.report.content_bytes += st.st_size
             return cached
@@ -365,7 +382,7 @@ class Scanner:
             return self._unrecorded(rel, perm, 0, Unrecorded.SPECIAL)
         self.report.files += 1
         self.report.content_bytes += st.st_size
-        if st.st_size > self.options.max_file_size:
+        if st.st_size > self.options.max_file_size and rel not in self.unlimited:
             return self._unrecorded(rel, perm, st.st_size, Unrecorded.TOO_LARGE)
         if (
             cached is not None

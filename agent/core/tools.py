@@ -39,9 +39,9 @@ from earshot.cas.restage import relative_path
 
 log = get_logger("earshot.agent")
 
-_NOT_UNDOABLE = (
-    "{0}: written, but not recorded ({1}, e.g. over EARSHOT_MAX_FILE_SIZE): "
-    "undo cannot take this write back"
+_NOT_UNDOABLE = "{0}: written, but not recorded ({1}): undo cannot take this write back"
+_OLD_NOT_HELD = (
+    "{0}: written over content earshot did not hold ({1}): undo cannot bring the old content back"
 )
 
 Classifier = Callable[[str, Callable[[str], bool]], bool]
@@ -107,9 +107,14 @@ class Tools:
             before, after = state_at(self.project, pre, rel), state_at(self.project, post, rel)
             if before != after:
                 ledger.append(Change(rel, before, after, index))
-            if after is not None and not after.recorded:
+            warning = None
+            if before is not None and not before.recorded:
+                warning = _OLD_NOT_HELD.format(rel, before.reason)
+            elif after is not None and not after.recorded:
+                warning = _NOT_UNDOABLE.format(rel, after.reason)
+            if warning is not None:
                 at = next(i for i, r in enumerate(results) if r.index == index)
-                results[at] = replace(results[at], warning=_NOT_UNDOABLE.format(rel, after.reason))
+                results[at] = replace(results[at], warning=warning)
         return results, wrote
 
     def bash(

@@ -46,7 +46,7 @@ from earshot.agent.core.reversal import (
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.intents import Held
-from earshot.cas.lookup import lookup
+from earshot.cas.lookup import is_dir, lookup
 from earshot.cas.project import Project
 from earshot.cas.restore import remove_temp_files, verify_plan
 from earshot.cas.tree import Kind
@@ -257,6 +257,7 @@ def _revert(
     dirs = temp_dirs(paths)
     first_before = now.digest
     done_before: set[str] = set()
+    earlier = Impact(batches=[])  # what a first, interrupted attempt set out to do
     if resume is None:
         held = engine.begin_intent(
             rev.kind.value,
@@ -274,19 +275,28 @@ def _revert(
         first_before = Digest(bytes.fromhex(str(held.intent.doc["before"])))
         # What the first attempt set out to do, worked out again from the
         # state it started from: the paths it reached are part of this batch.
-        earlier = Impact(batches=[])
         first_plan = reverter.plan(rev, tree_of(project, first_before), earlier, force)
         done_before = set(earlier.restored) | set(earlier.deleted)
-        # Directories it made may still lack their final mode (set last).
+        # Directories it made may still lack their final mode (set last); the
+        # directories it was to remove once empty may still be there, emptied
+        # by the first attempt, so this attempt deletes nothing inside them.
         with project.store.reader() as reader:
             for path, entry in first_plan.mkdirs:
                 made = lookup(reader, now.snapshot.tree, path)
                 if made is not None and made.kind is Kind.DIR and made.mode != entry.mode:
                     plan.chmods.append((path, entry))
+            planned = set(plan.rmdirs)
+            for path in first_plan.rmdirs:
+                if path not in planned and is_dir(reader, now.snapshot.tree, path):
+                    plan.rmdirs.append(path)
     try:
         after = reverter.apply(plan, now.snapshot.tree, impact, held)
         engine.end_own_changes()
         done = set(impact.restored) | set(impact.deleted) | done_before
+        if resume is not None:  # what both attempts did, as the batch will say
+            left = set(impact.conflicts) | {p for p, _ in impact.kept}
+            impact.restored = sorted((set(impact.restored) | set(earlier.restored)) - left)
+            impact.deleted = sorted((set(impact.deleted) | set(earlier.deleted)) - left)
         ledger = self_ledger(project, first_before, after, done)
         history = _batches(engine, _marked(rev, project, engine.session.id))
         draft = Draft(

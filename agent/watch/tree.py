@@ -27,7 +27,7 @@ from watchdog.observers.inotify_c import (
 )
 
 from earshot.cas.ignore import IgnoreRules
-from earshot.cas.scan import TEMP_PREFIX
+from earshot.cas.scan import is_temp_name
 
 _C = InotifyConstants
 _CHANGE = _C.IN_MODIFY | _C.IN_ATTRIB | _C.IN_MOVE | _C.IN_CREATE | _C.IN_DELETE
@@ -82,7 +82,7 @@ def join(rel: str, name: str) -> str:
 
 def skipped(name: str) -> bool:
     """Names the scan never records, whatever the rules say."""
-    return name == ".git" or name.startswith(TEMP_PREFIX)
+    return name == ".git" or is_temp_name(name)
 
 
 class GiveUp(Exception):

@@ -148,13 +148,17 @@ def test_scan_skips_git_entries_and_restore_temp_files_at_every_level(
     (root / "sub" / ".git" / "config").write_text("[core]\n")
     (root / "wt").mkdir()
     (root / "wt" / ".git").write_text("gitdir: ../.git/worktrees/wt\n")
-    (root / f"{TEMP_PREFIX}abc-1").write_bytes(b"half written")
-    (root / "sub" / f"{TEMP_PREFIX}abc-2").write_bytes(b"half written")
+    # An undo's or a restore's temp file (tagged with its intent), a write's.
+    (root / f"{TEMP_PREFIX}18ed3cd7ae72c48f-5ac8d7f4-1").write_bytes(b"half written")
+    (root / "sub" / f"{TEMP_PREFIX}w4242-0a1b2c3d").write_bytes(b"half written")
     (root / "sub" / "kept").write_bytes(b"k")
     (root / ".gitkeep").write_bytes(b"")
+    # A person's file that merely starts like one is theirs: recorded.
+    (root / f"{TEMP_PREFIX}notes").write_bytes(b"mine")
     tree, report = scan(store, root)
-    assert set(flatten(store, tree)) == {b"sub", b"sub/kept", b"wt", b".gitkeep"}
-    assert report.files == 2
+    names = {b"sub", b"sub/kept", b"wt", b".gitkeep", f"{TEMP_PREFIX}notes".encode()}
+    assert set(flatten(store, tree)) == names
+    assert report.files == 3
 
 
 def test_scan_skips_the_excluded_directory(store: ObjectStore, root: Path) -> None:

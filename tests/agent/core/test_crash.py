@@ -187,6 +187,28 @@ def test_3_a_killed_undo_is_reported_finished_by_the_next_command_and_redo_is_co
     assert cli.run("fsck").rc == 0
 
 
+def test_3_a_finished_undo_also_removes_the_directories_the_first_attempt_emptied(
+    cli: Any, root: Path, tree: Picture
+) -> None:
+    # Each created directory holds one file: the attempt killed after 30
+    # deletions emptied 30 directories that the finishing attempt must remove.
+    (root / "keep").write_text("k\n")
+    sid = cli.new_session()
+    pristine = tree(root)
+    cli.run(
+        "bash", "for i in $(seq 100); do mkdir -p n$i/sub; echo $i > n$i/sub/f; done", session=sid
+    )
+    killed = cli.run(
+        "undo", session=sid, expect=None, env=cli.env(sid, EARSHOT_FAULTS="restore-delete@30")
+    )
+    _killed(killed, "restore-delete")
+    again = cli.run("undo", session=sid)
+    assert "finished an interrupted undo: restored 0, deleted 100" in again.stderr, str(again)
+    assert tree(root) == pristine
+    cli.run("redo", session=sid)
+    assert len([p for p in root.rglob("f")]) == 100
+
+
 # -- 4. a kill during exec -------------------------------------------------------------
 
 

@@ -221,7 +221,7 @@ def test_earshot_data_inside_the_root_is_not_watched(root: Path) -> None:
         t = w.token()
         (store / "data.mdb").write_bytes(b"x")
         (home / "sessions").mkdir()
-        (root / ".earshot-tmp-abc-1").write_text("restore temp file\n")
+        (root / ".earshot-tmp-18ed3cd7ae72c48f-5ac8d7f4-1").write_text("restore temp file\n")
         assert w.changed_since(t) == set()
         assert kernel_watches(w) == 2  # root and cookies
 
