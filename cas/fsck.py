@@ -14,6 +14,7 @@ from . import schema
 from .digest import Digest, short
 from .errors import EarshotError
 from .intents import read_intents
+from .location import Location
 from .objects import ObjectReader, ObjectStore, ObjectType, decode_chunks
 from .statcache import decode_record
 from .tree import Kind
@@ -28,6 +29,8 @@ class FsckReport:
     problems: list[str] = field(default_factory=list)
     #: Stat-cache records that name a missing object (``stale_cache`` repairs them).
     stale_cache: list[bytes] = field(default_factory=list)
+    #: Intents whose records are damaged (``Intents.set_aside`` repairs them).
+    damaged_intents: int = 0
 
     @property
     def ok(self) -> bool:
@@ -39,7 +42,13 @@ def check_store(store: ObjectStore, progress: Callable[[int], None] | None = Non
     report = FsckReport()
     with store.reader() as reader:
         types: dict[bytes, ObjectType] = {}
-        for digest, location in schema.locations(reader.view):
+        for digest, raw in schema.index_entries(reader.view):
+            try:
+                location = Location.decode(raw, digest)
+            except EarshotError as exc:
+                report.objects += 1
+                report.problems.append(str(exc))
+                continue
             types[digest] = location.type
             report.objects += 1
             if progress is not None and report.objects % 1024 == 0:
@@ -52,10 +61,11 @@ def check_store(store: ObjectStore, progress: Callable[[int], None] | None = Non
             report.snapshots += 1
             _check_references(reader, snapshot, types, report)
         _check_stat_cache(reader, types, report)
-        try:
-            read_intents(reader.view)
-        except EarshotError as exc:
-            report.problems.append(str(exc))
+        for _, damaged in read_intents(reader.view)[1]:
+            report.problems.append(
+                f"{damaged.what} is damaged ({damaged.why}); 'earshot fsck --repair' sets it aside"
+            )
+            report.damaged_intents += 1
     return report
 
 

@@ -6,7 +6,20 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
+from .digest import Digest, short
+from .errors import EarshotError
+
 _INDEX = struct.Struct(">BBQIII")
+
+
+class CorruptObject(EarshotError):
+    """A stored object whose bytes no longer hash to its digest, or whose index
+    entry no longer says where it is."""
+
+    def __init__(self, digest: Digest, why: str) -> None:
+        super().__init__(f"object {short(digest)} is corrupt: {why}")
+        self.digest = digest
+        self.why = why
 
 
 class ObjectType(IntEnum):
@@ -36,6 +49,10 @@ class Location:
         return _INDEX.pack(self.type, self.codec, self.pack, self.offset, self.stored, self.raw)
 
     @staticmethod
-    def decode(data: bytes) -> Location:
-        t, c, pack, offset, stored, raw = _INDEX.unpack(data)
-        return Location(ObjectType(t), Codec(c), pack, offset, stored, raw)
+    def decode(data: bytes, digest: Digest) -> Location:
+        """The index entry of ``digest``; ``CorruptObject`` if it is damaged."""
+        try:
+            t, c, pack, offset, stored, raw = _INDEX.unpack(data)
+            return Location(ObjectType(t), Codec(c), pack, offset, stored, raw)
+        except (struct.error, ValueError):
+            raise CorruptObject(digest, "its index entry is damaged") from None

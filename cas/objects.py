@@ -28,6 +28,7 @@ from .backend import Backend, ReadView, WriteBatch
 from .digest import DIGEST_SIZE, Digest, blob_digest, short, snapshot_digest, tree_digest
 from .errors import EarshotError
 from .location import Codec as Codec
+from .location import CorruptObject as CorruptObject
 from .location import Location as Location
 from .location import ObjectType as ObjectType
 from .packer import Packer, new_pack_id
@@ -59,15 +60,6 @@ class MissingObject(EarshotError):
     def __init__(self, digest: Digest, what: str = "object") -> None:
         super().__init__(f"{what} {short(digest)} is not in the store")
         self.digest = digest
-
-
-class CorruptObject(EarshotError):
-    """A stored object whose bytes no longer hash to its digest."""
-
-    def __init__(self, digest: Digest, why: str) -> None:
-        super().__init__(f"object {short(digest)} is corrupt: {why}")
-        self.digest = digest
-        self.why = why
 
 
 class UnknownFormat(EarshotError):

@@ -100,7 +100,7 @@ def pack_key(pack: int) -> bytes:
 
 def get_location(view: ReadView, digest: Digest) -> Location | None:
     raw = view.get(INDEX, digest)
-    return None if raw is None else Location.decode(raw)
+    return None if raw is None else Location.decode(raw, digest)
 
 
 def put_location(txn: WriteBatch, digest: Digest, location: Location) -> None:
@@ -112,9 +112,17 @@ def delete_location(txn: WriteBatch, digest: Digest) -> None:
 
 
 def locations(view: ReadView) -> Iterator[tuple[Digest, Location]]:
-    """Every stored object and where it lives, in digest order."""
+    """Every stored object and where it lives, in digest order (``CorruptObject``
+    at a damaged index entry)."""
     for key, value in view.items(INDEX):
-        yield Digest(bytes(key)), Location.decode(value)
+        digest = Digest(bytes(key))
+        yield digest, Location.decode(value, digest)
+
+
+def index_entries(view: ReadView) -> Iterator[tuple[Digest, bytes]]:
+    """Every index entry as stored (fsck decodes each, to report the damaged ones)."""
+    for key, value in view.items(INDEX):
+        yield Digest(bytes(key)), bytes(value)
 
 
 def read_packed(view: ReadView, location: Location) -> bytes | None:

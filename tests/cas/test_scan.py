@@ -454,7 +454,7 @@ def test_scan_stores_each_distinct_content_once(store: ObjectStore, root: Path) 
     with store.writer() as writer:
         Scanner(root, writer).scan_root(root.parent / "scan.marker")
     with store.reader() as reader:
-        locations = [Location.decode(v) for _k, v in reader.view.items("index")]
+        locations = [Location.decode(v, k) for k, v in reader.view.items("index")]
     assert [loc.type.name for loc in locations].count("BLOB") == 1
 
 

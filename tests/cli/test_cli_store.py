@@ -150,3 +150,30 @@ def test_forget_of_an_unknown_id_exits_1_one_line(cli: Cli, check_error: Any) ->
     other = ("0" if snap_id[0] != "0" else "1") + snap_id[1:]
     check_error(cli.run("forget", other, "--json", expect=None))
     assert cli.ids() == [snap_id]
+
+
+@pytest.mark.parametrize("damage", ["unknown-type", "truncated"])
+def test_a_damaged_index_entry_is_listed_by_fsck_and_one_line_elsewhere(
+    cli: Cli, check_error: Any, damage: str
+) -> None:
+    from earshot.agent.core.records import TABLES
+    from earshot.cas import schema
+    from earshot.cas.project import Project
+
+    cli.write("a.txt", "a\n")
+    sid = cli.new_session()
+    cli.run("bash", "echo b > a.txt", session=sid)
+    digest = blake3.blake3(b"b\n").digest()
+    project = Project(cli.root, home=cli.home, extra_tables=TABLES)
+    with project, project.store.backend.write() as txn:
+        raw = txn.get(schema.INDEX, digest)
+        assert raw is not None
+        bad = b"\0" + bytes(raw[1:]) if damage == "unknown-type" else bytes(raw[:5])
+        txn.put(schema.INDEX, digest, bad)
+    fsck = cli.run("fsck", expect=1)
+    assert f"object {digest.hex()[:12]} is corrupt: its index entry is damaged" in fsck.stdout
+    assert "Traceback" not in fsck.stderr
+    for args in (("stats",), ("gc",), ("undo",), ("snapshot",)):
+        line = check_error(cli.run(*args, session=sid, expect=1))
+        assert "is corrupt" in line, args
+    assert (cli.root / "a.txt").read_text() == "b\n"
