@@ -65,13 +65,16 @@ class Intent:
             raise CorruptRecord(f"intent {doc.get('id', '?')}", f"missing field {exc}") from None
 
 
-def read_intents(view: ReadView) -> list[Intent]:
-    """Every intent in the store, oldest first (a damaged one raises CorruptRecord)."""
-    out = [
-        Intent.from_json(unseal_json(key, value, f"intent {ident}"))
-        for ident, key, value in schema.intent_records(view)
-    ]
-    return sorted(out, key=lambda i: (i.started_ns, i.id))
+def read_intents(view: ReadView) -> tuple[list[Intent], list[tuple[str, CorruptRecord]]]:
+    """Every sound intent in the store, oldest first; and each damaged one's id and error."""
+    out: list[Intent] = []
+    damaged: list[tuple[str, CorruptRecord]] = []
+    for ident, key, value in schema.intent_records(view):
+        try:
+            out.append(Intent.from_json(unseal_json(key, value, f"intent {ident}")))
+        except CorruptRecord as exc:
+            damaged.append((ident, exc))
+    return sorted(out, key=lambda i: (i.started_ns, i.id)), damaged
 
 
 def put_intent(txn: WriteBatch, intent: Intent) -> None:
@@ -147,9 +150,36 @@ class Intents:
         return self.directory / intent_id
 
     def pending(self) -> list[Intent]:
-        """Every intent in the store, oldest first, whether its owner lives or not."""
+        """Every sound intent in the store, oldest first, whether its owner lives or not."""
         with self.backend.read() as view:
-            return read_intents(view)
+            return read_intents(view)[0]
+
+    def damaged(self) -> list[tuple[str, CorruptRecord]]:
+        """The intents whose records are damaged: no one can finish them."""
+        with self.backend.read() as view:
+            return read_intents(view)[1]
+
+    def set_aside(self) -> list[str]:
+        """Move damaged intents out of the store (``fsck --repair``); return their ids.
+
+        Each record's bytes are kept in ``intents/damaged-<id>`` for a look by
+        hand. What the operation had changed stays on disk; the next full
+        restage records it, outside any batch.
+        """
+        with self.backend.read() as view:
+            bad = {ident: schema.get_intent(view, ident) for ident, _ in read_intents(view)[1]}
+        if not bad:
+            return []
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for ident, raw in bad.items():
+            (self.directory / f"damaged-{ident}").write_bytes(bytes(raw or b""))
+        with self.backend.write() as txn:
+            for ident in bad:
+                schema.delete_intent_record(txn, ident)
+        for ident in bad:
+            with contextlib.suppress(OSError):
+                self._path(ident).unlink()
+        return sorted(bad)
 
     def new(self, kind: str, doc: dict[str, Any]) -> Held:
         """An intent owned by this process, locked but not yet committed.

@@ -50,7 +50,8 @@ def _no_stats(as_json: bool, **options: object) -> None:
 @click.option(
     "--repair",
     is_flag=True,
-    help="Drop stat-cache records that name missing objects (a cache: nothing is lost).",
+    help="Drop stat-cache records that name missing objects (a cache: nothing is lost), "
+    "and set damaged intents aside (kept as files in the store's intents/ directory).",
 )
 @project_reader
 def fsck(project: Project, as_json: bool, repair: bool) -> None:
@@ -73,6 +74,15 @@ def fsck(project: Project, as_json: bool, repair: bool) -> None:
         report.problems = [p for p in report.problems if not p.startswith("stat cache of ")]
         click.echo(
             f"earshot: dropped {dropped} stat-cache records naming missing objects", err=True
+        )
+    if repair and report.damaged_intents:
+        aside = project.intents.set_aside()
+        report.problems = [p for p in report.problems if not p.startswith("intent ")]
+        click.echo(
+            f"earshot: set {len(aside)} damaged intents aside "
+            f"(in {project.store_dir / 'intents'}); what they changed is recorded by "
+            "the next snapshot, outside any batch",
+            err=True,
         )
     doc, text = render.fsck_report(report, records)
     render.emit(doc, text, as_json)

@@ -76,6 +76,12 @@ def _settle(project: Any, finish: bool) -> list[Any]:
     from earshot.agent.core.recovery import describe, finish_all, interrupted
 
     upgrade_records(project.store.backend)
+    for _, damaged in project.intents.damaged():
+        click.echo(
+            f"earshot: {damaged.what} is damaged ({damaged.why}): it cannot be finished; "
+            "'earshot fsck --repair' sets it aside",
+            err=True,
+        )
     if finish:
         finished, unfinished = finish_all(project)
         for item in finished:

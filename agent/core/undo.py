@@ -62,6 +62,16 @@ class UndoInProgress(EarshotError):
         super().__init__("another undo, redo or rewind is running on this project; try again")
 
 
+class DamagedIntent(EarshotError):
+    """An interrupted operation's record is damaged: it may be a batch undo must not skip."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what} is damaged, and it may be a batch of this session: undo and redo wait "
+            "('earshot fsck --repair' sets it aside; what it changed then stays as it is)"
+        )
+
+
 class TooFewBatches(EarshotError):
     """``undo N`` with N above the batches left to undo: refused, nothing changed."""
 
@@ -83,7 +93,8 @@ class NotRecordedYet(EarshotError):
             "is running in another process right now"
             if live
             else "ran, but its process was interrupted before recording it, and it could "
-            "not be recorded since (is the store's disk full? 'earshot log' says more)"
+            "not be recorded since (the line above says why: a full disk, a damaged store "
+            "that 'earshot fsck' lists)"
         )
         super().__init__(
             f"batch {seq} of this session {why}; undo and redo wait for it rather than step over it"
@@ -148,6 +159,9 @@ def _refuse_if_unrecorded(engine: Engine) -> None:
     for intent in intents.pending():
         if intent.doc.get("session") == engine.session.id and "seq" in intent.doc:
             raise NotRecordedYet(int(intent.doc["seq"]), intents.is_live(intent))
+    damaged = intents.damaged()
+    if damaged:  # it may be a batch of this session: whose, no one can tell
+        raise DamagedIntent(damaged[0][1].what)
 
 
 def undo(engine: Engine, count: int = 1, *, force: bool = False, dry_run: bool = False) -> Impact:

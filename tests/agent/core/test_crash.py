@@ -500,3 +500,36 @@ def test_4_an_interrupted_batch_never_has_undo_delete_what_no_note_proves_a_call
     # the next undo goes one step further back.
     again = cli.run("undo", "--json", session=sid).json()
     assert again["batches"] == [1] and not (root / "first.txt").exists()
+
+
+def test_5_a_damaged_intent_is_reported_listed_by_fsck_and_set_aside_by_repair(
+    cli: Any, root: Path
+) -> None:
+    from earshot.cas import schema
+
+    (root / "a.txt").write_text("a\n")
+    sid = cli.new_session()
+    ran = cli.run(
+        "bash",
+        "echo b > b.txt",
+        session=sid,
+        expect=None,
+        env=cli.env(sid, EARSHOT_FAULTS="batch-command"),
+    )
+    _killed(ran, "batch-command")
+    with Project(root, extra_tables=TABLES) as project, project.store.backend.write() as txn:
+        ((ident, key, value),) = list(schema.intent_records(txn))
+        txn.put(schema.INTENTS, key, bytes(value[:-3]) + b"xyz")  # still JSON-shaped, not sealed
+    log = cli.run("log", session=sid)
+    assert f"intent {ident} is damaged" in log.stderr and "fsck --repair" in log.stderr
+    fsck = cli.run("fsck", expect=1)
+    assert f"intent {ident} is damaged" in fsck.stdout, str(fsck)
+    refused = cli.run("undo", session=sid, expect=1)
+    assert "undo and redo wait" in refused.stderr
+    assert cli.run("bash", "echo c > c.txt", session=sid).rc == 0  # other work goes on
+    repaired = cli.run("fsck", "--repair")
+    assert "set 1 damaged intents aside" in repaired.stderr
+    assert list((cli.store_dir() / "intents").glob(f"damaged-{ident}"))
+    assert cli.run("fsck").rc == 0
+    cli.run("undo", session=sid)  # the batch after it; b.txt stays: no record made it
+    assert not (root / "c.txt").exists() and (root / "b.txt").read_text() == "b\n"
