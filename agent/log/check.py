@@ -26,7 +26,7 @@ from earshot.agent.log.entries import (
 from earshot.agent.log.fields import EntryFormatError
 from earshot.agent.log.header import decode_header
 from earshot.agent.log.ids import EntryId
-from earshot.agent.log.logfile import SessionCorrupt, gc_paused, pread_all
+from earshot.agent.log.logfile import SessionCorrupt, gc_paused, open_session_fd, pread_all
 from earshot.agent.log.scan import TornTail, scan
 from earshot.agent.log.session import Session
 from earshot.agent.log.tree import SessionTree, TreeError, context_of, open_tool_calls
@@ -179,7 +179,7 @@ def _read_locked(fd: int, lock: int) -> bytes:
 
 def check(path: Path) -> list[Problem]:
     """Every problem of the session file at ``path`` (empty: the file is sound)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = open_session_fd(path, os.O_RDONLY)
     try:
         data = _read_locked(fd, fcntl.LOCK_SH)
     finally:
@@ -205,7 +205,7 @@ def repair(path: Path) -> RepairResult:
     copied or changed when nothing is repairable. Meant for a session no agent
     is running: a live agent's tool call in flight looks interrupted.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    fd = open_session_fd(path, os.O_RDWR)
     try:
         data = _read_locked(fd, fcntl.LOCK_EX)
         with gc_paused(len(data)):

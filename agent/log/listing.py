@@ -16,6 +16,8 @@ from typing import IO, Any
 from earshot.agent.log.fields import EntryFormatError
 from earshot.agent.log.header import ForkOrigin, decode_header
 from earshot.agent.log.ids import SessionId, is_id, resolve_prefix
+from earshot.agent.log.logfile import open_session_fd
+from earshot.cas.errors import EarshotError
 from earshot.cas.logs import get_logger
 
 log = get_logger("earshot.agent.session")
@@ -59,7 +61,7 @@ def find_session(directory: Path, prefix: str) -> Path:
 def _json_object(raw: bytes) -> dict[str, Any] | None:
     try:
         obj = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to be an entry
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -96,7 +98,7 @@ def _last_ts(handle: IO[bytes], size: int) -> str | None:
 
 def session_info(path: Path) -> SessionInfo:
     """The listing facts of one session file (``EntryFormatError`` if it has no header)."""
-    with open(path, "rb") as handle:
+    with os.fdopen(open_session_fd(path, os.O_RDONLY), "rb") as handle:
         obj = _json_object(handle.readline())
         if obj is None:
             raise EntryFormatError("line 1 is not a session header")
@@ -117,7 +119,7 @@ def list_sessions(directory: Path) -> list[SessionInfo]:
     for path in session_files(directory):
         try:
             out.append(session_info(path))
-        except (OSError, EntryFormatError) as err:
+        except (OSError, EarshotError) as err:
             log.warning("session_unlisted", path=str(path), error=str(err))
     out.sort(key=lambda info: (info.last_activity, info.id), reverse=True)
     return out

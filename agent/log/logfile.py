@@ -31,6 +31,7 @@ import fcntl
 import gc
 import os
 import secrets
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -101,6 +102,22 @@ class ShortWrite(EarshotError):
         self.path = path
         self.written = written
         self.expected = expected
+
+
+def open_session_fd(path: Path, flags: int) -> int:
+    """Open a session file; refuse at once (never block) anything but a regular file.
+
+    A FIFO put where a session file was would otherwise hang every reader.
+    """
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SessionCorrupt(path, None, "not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def pread_all(fd: int, size: int, offset: int) -> bytes:
@@ -245,7 +262,7 @@ class SessionFile:
                 except FileNotFoundError:
                     raise SessionNotFound(self.path) from None
             try:
-                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+                fd = open_session_fd(self.path, os.O_RDONLY)
             except FileNotFoundError:
                 raise SessionNotFound(self.path) from None
             try:
@@ -269,7 +286,7 @@ class SessionFile:
                 yield self.tree
                 return
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+                fd = open_session_fd(self.path, os.O_RDWR | os.O_APPEND)
             except FileNotFoundError:
                 raise SessionNotFound(self.path) from None
             try:

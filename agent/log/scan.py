@@ -70,7 +70,9 @@ def _parse_line(raw: bytes) -> dict[str, Any] | None:
     try:
         text = raw.decode()
         obj, stop = _scan_once(text, 0)
-    except (ValueError, StopIteration):  # UnicodeDecodeError is a ValueError
+    except (ValueError, StopIteration, RecursionError):
+        # UnicodeDecodeError is a ValueError; RecursionError: a line nested
+        # too deep to be an entry (100,000 brackets) is not one.
         return None
     if stop != len(text) and text[stop:].strip():
         return None

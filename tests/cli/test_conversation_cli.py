@@ -313,3 +313,32 @@ def test_sessions_check_repair_truncates_a_torn_tail_and_keeps_a_backup(cli: Cli
     cli.run("prompt", "p2")
     assert _prompts(cli) == ["p1", "p2"]
     assert all(line.startswith(b"{") for line in path.read_bytes().splitlines())
+
+
+def test_a_line_nested_too_deep_is_a_torn_tail_not_a_crash(cli: Cli) -> None:
+    sid = _new(cli)
+    cli.run("prompt", "hi", "--session", sid)
+    with _log_path(cli, sid).open("ab") as log:
+        log.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    for args in (("tree",), ("prompt", "again"), ("sessions", "check")):
+        ran = (
+            cli.run(*args, "--session", sid, expect=None)
+            if args[0] != "sessions"
+            else (cli.run(*args, expect=None))
+        )
+        assert "Traceback" not in ran.stderr and "RecursionError" not in ran.stderr, str(ran)
+    assert _prompts(cli, "--session", sid) == ["hi", "again"]
+
+
+def test_a_fifo_in_place_of_a_session_file_is_refused_at_once(cli: Cli, check_error: Any) -> None:
+    sid = _new(cli)
+    path = _log_path(cli, sid)
+    path.unlink()
+    os.mkfifo(path)
+    for args in (
+        ("tree", "--session", sid),
+        ("prompt", "x", "--session", sid),
+        ("sessions", "check"),
+    ):
+        line = check_error(cli.run(*args, expect=1, timeout=20))
+        assert "not a regular file" in line, args
