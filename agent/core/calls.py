@@ -109,7 +109,14 @@ def parse_call(index: int, doc: Any) -> Call:
     if tool == "read_file":
         return ReadFile(field("path"))
     if tool == "write_file":
-        return WriteFile(field("path"), field("content").encode())
+        content = field("content")
+        try:
+            data = content.encode()
+        except UnicodeEncodeError as exc:  # a lone surrogate, such as "\udcff"
+            raise BadCall(
+                index, f"write_file content is not text (a lone surrogate at {exc.start})"
+            ) from None
+        return WriteFile(field("path"), data)
     if tool == "edit":
         return EditFile(field("path"), field("old"), field("new"), bool(doc.get("all", False)))
     if tool == "bash":

@@ -149,3 +149,12 @@ def test_write_into_a_read_only_directory_names_the_target_not_a_temp_file(
     finally:
         locked.chmod(0o755)
     assert not Path(locked, "new.txt").exists()
+
+
+def test_write_file_content_with_a_lone_surrogate_is_refused_in_one_line(
+    session: Cli, check_error: Any
+) -> None:
+    calls = '[{"tool": "write_file", "path": "w", "content": "a\\udcff"}]'
+    line = check_error(session.run("exec", stdin=calls, expect=1))
+    assert "call 0: write_file content is not text (a lone surrogate at 1)" in line
+    assert not (session.root / "w").exists()
