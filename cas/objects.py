@@ -326,9 +326,21 @@ class ObjectWriter(ObjectReader):
             return self.put_large(view)
 
     def put_tree(self, entries: list[TreeEntry]) -> Digest:
+        """Store a tree; a stored copy that fails its digest is replaced by this one.
+
+        A tree is small and read back from the process's cache when it was
+        read before, so checking the copy a digest already names costs little;
+        without it, a revert that brings back an earlier state would name a
+        damaged tree it has just made whole on disk.
+        """
         digest, encoded = hash_tree(entries)
-        if not self.has(digest):
-            self._add(digest, ObjectType.TREE, encoded)
+        if self.has(digest):
+            try:
+                self.read_tree(digest)
+                return digest
+            except CorruptObject:
+                pass  # stored again below: the index then names the sound copy
+        self._add(digest, ObjectType.TREE, encoded)
         return digest
 
     def put_snapshot(self, snap: Snapshot) -> Digest:

@@ -434,3 +434,18 @@ def test_unknown_digest_raises_missing_object(store: ObjectStore, method: str) -
         with pytest.raises(MissingObject) as info:
             getattr(reader, method)(UNKNOWN)
         assert info.value.digest == UNKNOWN
+
+
+def test_storing_a_tree_again_replaces_a_damaged_copy(store: ObjectStore) -> None:
+    # A tree of its own: decoded trees are cached per process, by digest.
+    entries = [TreeEntry(b"replaced-copy", Kind.FILE, 0o644, 1, blob_digest(b"r"))]
+    with store.writer() as writer:
+        writer.put_blob(b"r")
+        digest = writer.put_tree(entries)
+    flip_byte(store, digest)
+    with store.reader() as reader, pytest.raises(CorruptObject):
+        reader.read_tree(digest)
+    with store.writer() as writer:
+        assert writer.put_tree(entries) == digest
+    with store.reader() as reader:
+        assert reader.read_tree(digest) == entries

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from earshot.agent.core.records import TABLES
+from earshot.cas.digest import Digest
 from earshot.cas.project import Project
 
 EARSHOT = Path(sys.executable).parent / "earshot"
@@ -533,3 +534,70 @@ def test_5_a_damaged_intent_is_reported_listed_by_fsck_and_set_aside_by_repair(
     assert cli.run("fsck").rc == 0
     cli.run("undo", session=sid)  # the batch after it; b.txt stays: no record made it
     assert not (root / "c.txt").exists() and (root / "b.txt").read_text() == "b\n"
+
+
+def _tree_digests(project: Project, snapshot: str) -> set[bytes]:
+    with project.store.reader() as reader:
+        stack = [reader.read_snapshot(Digest(bytes.fromhex(snapshot))).tree]
+        out: set[bytes] = set()
+        while stack:
+            digest = stack.pop()
+            out.add(digest)
+            stack += [
+                e.digest for e in reader.read_tree(digest) if e.digest and e.kind.name == "DIR"
+            ]
+    return out
+
+
+def _damaged_tree_undo(
+    cli: Any, root: Path, tree: Picture, nth: int | None
+) -> tuple[int, bool, int]:
+    """A batch, then the ``nth`` tree only its state before has damaged on disk, then undo.
+
+    Returns the undo's exit code, whether the tree is back as it was, and how
+    many trees there were to damage."""
+    from earshot.cas import schema
+
+    for d in ("a", "a/b", "c"):
+        (root / d).mkdir(exist_ok=True)
+        for i in range(3):
+            (root / d / f"f{i}").write_text(f"{d}{i}\n")
+    sid = cli.new_session()
+    pristine = tree(root)
+    cli.run("bash", "echo new > a/b/f1; rm c/f0; echo x > a/g", session=sid)
+    changed = tree(root)
+    (batch,) = cli.json("log", session=sid)["batches"]
+    with Project(root, home=cli.home, extra_tables=TABLES) as project:
+        only_before = sorted(
+            _tree_digests(project, batch["before"]) - _tree_digests(project, batch["after"])
+        )
+        if nth is not None:
+            with project.store.backend.write() as txn:
+                loc = schema.get_location(txn, Digest(only_before[nth]))
+                assert loc is not None
+                data = bytearray(txn.get(schema.PACKS, schema.pack_key(loc.pack)) or b"")
+                data[loc.offset + min(3, loc.stored - 1)] ^= 1
+                schema.put_pack(txn, loc.pack, bytes(data))
+    undo = cli.run("undo", session=sid, expect=None)
+    now = tree(root)
+    assert now in (pristine, changed), "an undo left the tree half done"
+    if undo.rc != 0:
+        assert now == changed and "is corrupt" in undo.stderr, str(undo)
+    return undo.rc, now == pristine, len(only_before)
+
+
+def test_5_a_damaged_tree_never_leaves_an_undo_half_done_and_a_rebuilt_one_is_made_whole(
+    cli: Any, root: Path, tree: Picture, tmp_path: Path
+) -> None:
+    # Undo rebuilds the trees of the state before the batch. Where it must
+    # read a damaged one first, it stops before touching anything; where it
+    # only rebuilds one, it stores a sound copy rather than name the damaged.
+    *_, count = _damaged_tree_undo(cli, root, tree, None)
+    outcomes = []
+    for nth in range(count):
+        home, where = tmp_path / f"home{nth}", tmp_path / f"root{nth}"
+        where.mkdir()
+        outcomes.append(_damaged_tree_undo(type(cli)(home, where), where, tree, nth)[:2])
+        if outcomes[-1][0] == 0:
+            assert type(cli)(home, where).run("fsck").rc == 0  # the sound copy is indexed
+    assert (0, True) in outcomes  # rebuilt whole, at least once
