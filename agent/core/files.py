@@ -187,6 +187,8 @@ def prepare_call(root: str, call: Call, protected: Collection[str] = ()) -> Call
     if isinstance(call, Bash):
         _check_text("the command", call.command)
         return call
+    if call.path.endswith("/"):  # else "x/" would write a file named "x"
+        raise IsADirectoryError(errno.EISDIR, "a path ending in / names a directory", call.path)
     rel = resolve(root, call.path, protected)
     if not isinstance(call, ReadFile):
         check_writable(root, rel, protected)

@@ -158,3 +158,9 @@ def test_write_file_content_with_a_lone_surrogate_is_refused_in_one_line(
     line = check_error(session.run("exec", stdin=calls, expect=1))
     assert "call 0: write_file content is not text (a lone surrogate at 1)" in line
     assert not (session.root / "w").exists()
+
+
+def test_a_path_ending_in_a_slash_is_refused_not_written_as_a_file(session: Cli) -> None:
+    (result,) = _exec(session, [{"tool": "write_file", "path": "x3/", "content": "x"}])
+    assert result["ok"] is False and "names a directory" in result["error"]
+    assert not (session.root / "x3").exists()
