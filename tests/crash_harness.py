@@ -141,6 +141,9 @@ class Harness:
         return (
             f"for f in d{a}/*; do echo changed >> $f; done; rm -rf d{b}; "
             f"mkdir -p new{a}; for i in $(seq 300); do echo $i > new{a}/n$i; done; "
+            # Directories of one file each: an undo cut off after deleting
+            # some leaves them empty, and the finishing undo must remove them.
+            f"for i in $(seq 40); do mkdir -p one{a}/s$i; echo $i > one{a}/s$i/f; done; "
             f"echo {self.changes} >> churn.txt"
         )
 
