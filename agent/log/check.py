@@ -24,9 +24,9 @@ from earshot.agent.log.entries import (
     now_ts,
 )
 from earshot.agent.log.fields import EntryFormatError
+from earshot.agent.log.fileio import SessionCorrupt, gc_paused, open_session_fd, pread_all
 from earshot.agent.log.header import decode_header
 from earshot.agent.log.ids import EntryId
-from earshot.agent.log.logfile import SessionCorrupt, gc_paused, open_session_fd, pread_all
 from earshot.agent.log.scan import TornTail, scan
 from earshot.agent.log.session import Session
 from earshot.agent.log.tree import SessionTree, TreeError, context_of, open_tool_calls

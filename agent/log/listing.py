@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from earshot.agent.log.fields import EntryFormatError
+from earshot.agent.log.fileio import open_session_fd
 from earshot.agent.log.header import ForkOrigin, decode_header
 from earshot.agent.log.ids import SessionId, is_id, resolve_prefix
-from earshot.agent.log.logfile import open_session_fd
 from earshot.cas.errors import EarshotError
 from earshot.cas.logs import get_logger
 

@@ -25,10 +25,11 @@ from earshot.agent.log.entries import (
     ToolResult,
     UserMessage,
 )
+from earshot.agent.log.fileio import SessionCorrupt
 from earshot.agent.log.header import FORMAT_VERSION
 from earshot.agent.log.ids import AmbiguousId, NoMatchingId
 from earshot.agent.log.listing import find_session, list_sessions
-from earshot.agent.log.logfile import InvalidEntry, SessionCorrupt, SessionNotFound
+from earshot.agent.log.logfile import InvalidEntry, SessionNotFound
 from earshot.agent.log.session import (
     INTERRUPTED_OUTPUT,
     NoSuchPrompt,

@@ -17,7 +17,7 @@ from earshot.agent.log.entries import (
     ToolResult,
     UserMessage,
 )
-from earshot.agent.log.logfile import SessionCorrupt
+from earshot.agent.log.fileio import SessionCorrupt
 from earshot.agent.log.session import Session
 
 
