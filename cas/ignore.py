@@ -106,10 +106,20 @@ def _compile(line: str, prefix: str, own: bool = False) -> _Pattern | None:
                     parts.append(".*" if last else "(?:.*/)?")
             regex = "".join(parts)
             on_name = False
-        re.compile(regex)
     except (ValueError, re.error):
-        return None  # a dangling "\", an unclosed "[", a bad range: git matches nothing
+        return None  # a dangling "\", an unclosed "[": git matches nothing
+    # A regex that does not compile (a bad range, say) is dropped when its
+    # level is compiled (``_Level``): compiling each pattern alone here too
+    # cost as much again.
     return _Pattern(regex, negated, dir_only, on_name, own)
+
+
+def _valid(pattern: _Pattern) -> bool:
+    try:
+        re.compile(pattern.regex)
+    except re.error:
+        return False
+    return True
 
 
 def _bytewise(name: str) -> str:
@@ -180,9 +190,86 @@ def _never(text: str) -> int:
     return 0
 
 
-# (name check, name rank, path check, path rank); see IgnoreRules.is_ignored.
+# (name check, name rank, path check, path rank); see _Level.rank.
 _Kind = tuple[_Match | None, Callable[[str], int], _Match | None, Callable[[str], int]]
-_NOTHING: Final[tuple[_Kind, _Kind]] = ((None, _never, None, _never),) * 2
+
+
+class _Level:
+    """The patterns of one level (one directory's ignore files, or an exclude file),
+    shared by the rules of every directory below it, and compiled on first use:
+    a scan the stat cache vouches for matches no name at all."""
+
+    __slots__ = ("_kinds", "patterns")
+
+    def __init__(self, patterns: tuple[_Pattern, ...]) -> None:
+        self.patterns = patterns
+        self._kinds: tuple[_Kind, _Kind] | None = None
+
+    def _compiled(self) -> tuple[_Kind, _Kind]:
+        if self._kinds is None:
+            try:
+                self._kinds = _compile_level(self.patterns)
+            except re.error:  # a pattern git matches nothing with (a bad range): dropped
+                self._kinds = _compile_level(tuple(p for p in self.patterns if _valid(p)))
+        return self._kinds
+
+    def rank(self, rel_path: str, name: str, is_dir: bool) -> int:
+        """The rank of the last pattern of this level that matches (0: none does)."""
+        name_check, name_rank, path_check, path_rank = (self._kinds or self._compiled())[is_dir]
+        rank = 0
+        if name_check is not None and name_check(name) is not None:
+            rank = name_rank(name)
+        if path_check is not None and path_check(rel_path) is not None:
+            rank = max(rank, path_rank(rel_path))
+        return rank
+
+
+def _compile_level(patterns: tuple[_Pattern, ...]) -> tuple[_Kind, _Kind]:
+    # A pattern's rank is 2 * (its position + 1), plus 1 if it ignores: the
+    # highest rank that matches decides, and rank & 1 is the verdict.
+    ranked = [(2 * i + 2 + (not p.negated), p) for i, p in enumerate(patterns)]
+    kinds: list[_Kind] = []
+    for is_dir in (False, True):
+        usable = [(r, p) for r, p in ranked if is_dir or not p.dir_only]
+        by_name = [(r, p) for r, p in usable if p.on_name]
+        by_path = [(r, p) for r, p in usable if not p.on_name]
+        names = _Alternation(by_name) if by_name else None
+        paths = _Alternation(by_path) if by_path else None
+        kinds.append(
+            (
+                names.check if names else None,
+                names.rank if names else _never,
+                paths.check if paths else None,
+                paths.rank if paths else _never,
+            )
+        )
+    return kinds[0], kinds[1]
+
+
+#: Compiled levels by (directory prefix, ignore files' bytes): a directory's
+#: rules are built again by every scan and restage of a process, and compiling
+#: them (not matching) was nine tenths of a no-change snapshot of a tree with
+#: hundreds of .gitignore files.
+_LEVELS: dict[tuple[str, tuple[tuple[str, bytes], ...]], _Level] = {}
+_LEVELS_KEPT = 4096
+
+
+def _level(prefix: str, present: tuple[tuple[str, bytes], ...]) -> _Level | None:
+    """The compiled level of ignore files ``present`` in the directory ``prefix``."""
+    key = (prefix, present)
+    level = _LEVELS.get(key)
+    if level is None:
+        patterns = [
+            pattern
+            for name, data in present
+            for pattern in _parse(data, prefix, own=name == ".earshotignore")
+        ]
+        if not patterns:
+            return None
+        if len(_LEVELS) >= _LEVELS_KEPT:
+            _LEVELS.clear()  # a bound, not an LRU
+        level = _LEVELS[key] = _Level(tuple(patterns))
+    return level
 
 
 class IgnoreRules:
@@ -190,42 +277,24 @@ class IgnoreRules:
 
     Also the git index of the work tree that directory belongs to (``index``):
     git applies no pattern to a path in its index, so neither does
-    :meth:`excludes`.
+    :meth:`excludes`. The patterns are kept as levels, shallowest first: the
+    deepest level with a matching pattern decides, and in it the last one.
     """
 
-    __slots__ = ("_below", "_everything", "_fingerprint", "_kinds", "_patterns", "index")
+    __slots__ = ("_below", "_everything", "_fingerprint", "_levels", "index")
 
     def __init__(
         self,
-        patterns: tuple[_Pattern, ...],
+        levels: tuple[_Level, ...],
         fingerprint: bytes,
         index: GitIndex | None = None,
         everything: bool = False,
     ) -> None:
-        self._patterns = patterns
+        self._levels = levels
         self._fingerprint = fingerprint
         self.index = index
         self._everything = everything
         self._below: IgnoreRules | None = None
-        # A pattern's rank is 2 * (chain position + 1), plus 1 if it ignores: the
-        # highest rank that matches decides, and rank & 1 is the verdict.
-        ranked = [(2 * i + 2 + (not p.negated), p) for i, p in enumerate(patterns)]
-        kinds: list[_Kind] = []
-        for is_dir in (False, True) if not everything else ():
-            usable = [(r, p) for r, p in ranked if is_dir or not p.dir_only]
-            by_name = [(r, p) for r, p in usable if p.on_name]
-            by_path = [(r, p) for r, p in usable if not p.on_name]
-            names = _Alternation(by_name) if by_name else None
-            paths = _Alternation(by_path) if by_path else None
-            kinds.append(
-                (
-                    names.check if names else None,
-                    names.rank if names else _never,
-                    paths.check if paths else None,
-                    paths.rank if paths else _never,
-                )
-            )
-        self._kinds = (kinds[0], kinds[1]) if kinds else _NOTHING
 
     @classmethod
     def for_root(
@@ -328,7 +397,11 @@ class IgnoreRules:
         it; the repository itself judges its files. Only .earshotignore
         patterns, earshot's own, reach across.
         """
-        own = tuple(p for p in self._patterns if p.own)
+        own = tuple(
+            _Level(patterns)
+            for level in self._levels
+            if (patterns := tuple(p for p in level.patterns if p.own))
+        )
         digest = blake3.blake3(self._fingerprint)
         digest.update(_frame(b"repository:" + os.fsencode(rel_dir)))
         cache, live = (self.index.cache, self.index.live) if self.index else (None, False)
@@ -350,7 +423,7 @@ class IgnoreRules:
             return self
         if self._below is None:
             digest = blake3.blake3(self._fingerprint + b"below an ignored directory").digest()
-            self._below = IgnoreRules(self._patterns, digest, self.index, everything=True)
+            self._below = IgnoreRules(self._levels, digest, self.index, everything=True)
         return self._below
 
     def _extend(self, rel_dir: str, sources: Iterable[tuple[str, bytes | None]]) -> IgnoreRules:
@@ -360,11 +433,11 @@ class IgnoreRules:
         prefix = f"{_bytewise(rel_dir)}/" if rel_dir else ""
         digest = blake3.blake3(self._fingerprint)
         digest.update(_frame(prefix.encode("latin-1")))
-        patterns = list(self._patterns)
         for name, data in present:
             digest.update(_frame(name.encode()) + _frame(data))
-            patterns += _parse(data, prefix, own=name == ".earshotignore")
-        return IgnoreRules(tuple(patterns), digest.digest(), self.index)
+        level = _level(prefix, tuple(present))
+        levels = self._levels if level is None else (*self._levels, level)
+        return IgnoreRules(levels, digest.digest(), self.index)
 
     def is_ignored(self, rel_path: str, is_dir: bool) -> bool:
         """Whether an entry of this directory (path relative to the root) is ignored.
@@ -376,15 +449,12 @@ class IgnoreRules:
             return True
         if not rel_path.isascii():
             rel_path = _bytewise(rel_path)
-        name_check, name_rank, path_check, path_rank = self._kinds[is_dir]
-        rank = 0
-        if name_check is not None:
-            name = rel_path[rel_path.rfind("/") + 1 :]
-            if name_check(name) is not None:
-                rank = name_rank(name)
-        if path_check is not None and path_check(rel_path) is not None:
-            rank = max(rank, path_rank(rel_path))
-        return bool(rank & 1)
+        name = rel_path[rel_path.rfind("/") + 1 :]
+        for level in reversed(self._levels):
+            rank = level.rank(rel_path, name, is_dir)
+            if rank:
+                return bool(rank & 1)
+        return False
 
     def tracks(self, rel_path: str, is_dir: bool) -> bool:
         """Whether the index holds the entry (a directory: holds something below it)."""

@@ -182,10 +182,11 @@ def test_escaped_slash_is_a_separator(repo: FakeFilesystem) -> None:
 
 
 def test_malformed_patterns_match_nothing(repo: FakeFilesystem) -> None:
-    write(repo, ".gitignore", "trailing\\\n[z-a]\n!\n/\n[unclosed\n")
+    write(repo, ".gitignore", "trailing\\\n[z-a]\n!\n/\n[unclosed\nkept.txt\n")
     assert not ignored("trailing")
     assert not ignored("z")
     assert not ignored("[unclosed")
+    assert ignored("kept.txt")  # a bad pattern drops itself, not its file's others
 
 
 # --- the chain ------------------------------------------------------------------
