@@ -54,6 +54,13 @@ _PLAN = _load()
 _SEEN: dict[str, int] = {}
 
 
+def reload() -> None:
+    """Read ``$EARSHOT_FAULTS`` again: a daemon's worker takes its client's plan."""
+    global _PLAN
+    _PLAN = _load()
+    _SEEN.clear()
+
+
 def armed(site: str) -> bool:
     """Whether the next arrival at ``site`` fires (to set up a torn write, say)."""
     if _PLAN is None or site not in _PLAN:

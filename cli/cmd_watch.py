@@ -14,7 +14,7 @@ import click
 from earshot.agent.watch import client as watch_client
 
 from . import render, render_watch
-from .common import configure_logging, fail
+from .common import DAEMON, configure_logging, fail
 
 
 @click.command()
@@ -72,7 +72,10 @@ def watch(
     elif foreground:
         from earshot.agent.watch.daemon import run_foreground
 
-        if run_foreground(paths.root, paths.home, idle_timeout) == watch_client.ALREADY_RUNNING:
+        from .daemon import hosting
+
+        ran = run_foreground(paths.root, paths.home, idle_timeout, host=hosting)
+        if ran == watch_client.ALREADY_RUNNING:
             pid = watch_client.daemon_pid(paths)
             doc, text = render_watch.started(paths.root, pid, True, str(paths.log))
         else:
@@ -81,7 +84,7 @@ def watch(
         pid = watch_client.daemon_pid(paths)
         already = pid is not None
         if not already:
-            pid, ready = watch_client.start_daemon(paths, idle_timeout, wait=120.0)
+            pid, ready = watch_client.start_daemon(paths, idle_timeout, wait=120.0, module=DAEMON)
             if pid is None or not ready:
                 fail(f"the watch daemon did not start; see {paths.log}")
         doc, text = render_watch.started(paths.root, pid, already, str(paths.log))

@@ -21,6 +21,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_ERROR = 1
 EXIT_SKIPPED = 3
+#: The daemon the CLI starts: the watcher, hosting whole commands (cli/daemon.py).
+DAEMON = "earshot.cli.daemon"
+#: Set in a daemon's worker serving a thin client: runs a batch's shell
+#: commands in the client's process (see cli/daemon.py).
+COMMAND_RUNNER: Any = None
 
 
 class Progress:
@@ -165,6 +170,7 @@ def _tracker(project: Any) -> Any:
         project.home,
         restage_cost_ns=project.full_restage_cost_ns(),
         budget_ns=budget_from_env(),
+        module=DAEMON,
     )
 
 
@@ -281,11 +287,13 @@ def _session_command(func: F, watch: bool) -> F:
         record, created = select(project, given, most_recent=continue_)
         if created:
             click.echo(f"earshot: started session {record.id}", err=True)
+        runner = {"runner": COMMAND_RUNNER} if COMMAND_RUNNER is not None else {}
         engine = Engine(
             project,
             record.id,
             tracker=_tracker(project) if watch else None,
             capture_output=kwargs.get("as_json", False),
+            **runner,
         )
         # What this command finished before it runs: re-running a killed undo
         # must finish it, not undo once more.

@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -181,10 +181,37 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+#: A module marked so runs each test that uses ``cli`` twice: with the CLI
+#: in-process, and through a watch daemon hosting the commands.
+BOTH_MODES = "both_modes"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marks = metafunc.definition
+    if (
+        "cli" in metafunc.fixturenames
+        and marks.get_closest_marker(BOTH_MODES)
+        and not marks.get_closest_marker("no_watcher")
+    ):
+        metafunc.parametrize("cli", ["in-process", "daemon"], indirect=True)
+
+
 @pytest.fixture
-def cli(home: Path, root: Path) -> Cli:
-    """The real ``earshot`` script on this test's home and root (tests/earshot_cli.py)."""
-    return Cli(home, root)
+def cli(home: Path, root: Path, request: pytest.FixtureRequest) -> Iterator[Cli]:
+    """The real ``earshot`` script on this test's home and root (tests/earshot_cli.py).
+
+    In a module marked ``both_modes``, once more with the root's daemon
+    running, so every command the daemon hosts runs through it.
+    """
+    runner = Cli(home, root)
+    if getattr(request, "param", "in-process") != "daemon":
+        yield runner
+        return
+    runner.run("watch")
+    try:
+        yield runner
+    finally:
+        runner.run("watch", "--stop", expect=None)
 
 
 @pytest.fixture

@@ -44,6 +44,11 @@ def shell_argv(command: str) -> list[str]:
     return [shell, "-c", command]
 
 
+#: Runs a shell command for a batch: ``run_command``'s signature. A daemon
+#: hosting the CLI passes one that has its client run the command.
+CommandRunner = Callable[..., "Ran"]
+
+
 @dataclass(frozen=True, slots=True)
 class Ran:
     """How a command ended."""
@@ -136,12 +141,16 @@ def run_command(
     cwd: str,
     capture: bool,
     on_start: Callable[[int, int | None], None] | None = None,
+    *,
+    on_spawn: Callable[[int], None] | None = None,
 ) -> Ran:
     """Run ``argv`` in a new process group under ``cwd``; stdin is /dev/null.
 
     ``capture``: return stdout and stderr together as text; otherwise they
     pass through. ``on_start(pgid, start_time)`` runs in the child, before
     exec: it may only write to a descriptor (an intent's notes).
+    ``on_spawn(pgid)`` runs here once the child exists (a client of the
+    daemon tells it the group this way).
     """
     pipe = subprocess.PIPE if capture else None
     forwarder = _Forwarder()
@@ -159,6 +168,8 @@ def run_command(
         )
         faults.point("command-spawned")  # a signal before the group is known
         forwarder.started(proc.pid)
+        if on_spawn is not None:
+            on_spawn(proc.pid)
         while True:
             try:
                 # A wait that wakes up: a signal's handler cannot cut a wait

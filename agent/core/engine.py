@@ -31,7 +31,7 @@ from earshot.agent.core.calls import (
     describe,
     error_text,
 )
-from earshot.agent.core.command import shell_argv
+from earshot.agent.core.command import CommandRunner, run_command, shell_argv
 from earshot.agent.core.commit import Draft, Marks, begin_intent, commit_batch, others_running
 from earshot.agent.core.conversation import BatchLinker
 from earshot.agent.core.git_fingerprint import noticing_git_changes
@@ -111,6 +111,7 @@ class Engine:
         capture_output: bool = True,
         on_batch: BatchHook | None = None,
         link_conversation: bool = True,
+        runner: CommandRunner = run_command,
     ) -> None:
         self.project = project
         self.root = str(project.root)
@@ -123,7 +124,8 @@ class Engine:
         self.policy = Restager(
             project, record.id, tracker, budget_from_env() if budget_ns is None else budget_ns
         )
-        self.tools = Tools(project, self.policy, classifier)
+        #: ``runner`` runs the shell commands (a daemon's: its client does).
+        self.tools = Tools(project, self.policy, classifier, runner)
         self.capture = capture_output
         if on_batch is None and link_conversation:
             on_batch = BatchLinker(project, record.id)

@@ -25,7 +25,7 @@ from earshot.agent.core.calls import (
     edit,
     error_text,
 )
-from earshot.agent.core.command import run_command, shell_argv
+from earshot.agent.core.command import CommandRunner, run_command, shell_argv
 from earshot.agent.core.files import prepare_call, read_text_file, write_text_file
 from earshot.agent.core.ledger import state_at, tree_changes
 from earshot.agent.core.policy import Restager
@@ -57,11 +57,18 @@ def default_classifier(command: str, exists: Callable[[str], bool]) -> bool:
 class Tools:
     """Runs the calls of a batch in one root, under one policy."""
 
-    def __init__(self, project: Project, policy: Restager, classifier: Classifier) -> None:
+    def __init__(
+        self,
+        project: Project,
+        policy: Restager,
+        classifier: Classifier,
+        runner: CommandRunner = run_command,
+    ) -> None:
         self.project = project
         self.root = str(project.root)
         self.policy = policy
         self.classifier = classifier
+        self.runner = runner
 
     def write_run(
         self, run: list[tuple[int, Call | CallResult]], held: Held, ledger: list[Change]
@@ -130,7 +137,7 @@ class Tools:
         """Run a command; returns its result, whether it was folded, and a signal received."""
         pre = self.policy.belief
         try:
-            ran = run_command(
+            ran = self.runner(
                 shell_argv(command),
                 self.root,
                 capture,

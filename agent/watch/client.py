@@ -108,6 +108,11 @@ def daemon_pid(paths: DaemonPaths) -> int | None:
         os.close(fd)
 
 
+#: The daemon ``start_daemon`` runs: the watcher alone. The CLI starts
+#: ``earshot.cli.daemon``, which also hosts whole commands for thin clients.
+DAEMON_MODULE = "earshot.agent.watch.daemon"
+
+
 class Connection:
     """One socket to the daemon, JSON lines; every failure answers None."""
 
@@ -246,6 +251,7 @@ def ensure_daemon(
     budget_ns: int | None = None,
     idle_timeout: float = DEFAULT_IDLE_S,
     wait: float = 2.0,
+    module: str = DAEMON_MODULE,
 ) -> bool:
     """Start the root's daemon if the mode says so; True if one runs (or is starting).
 
@@ -267,7 +273,7 @@ def ensure_daemon(
     budget = _budget_ns() if budget_ns is None else budget_ns
     if mode == "auto" and (restage_cost_ns is None or restage_cost_ns <= budget):
         return False
-    return start_daemon(paths, idle_timeout, wait)[0] is not None
+    return start_daemon(paths, idle_timeout, wait, module=module)[0] is not None
 
 
 def tracker_for(
@@ -277,15 +283,22 @@ def tracker_for(
     *,
     restage_cost_ns: int | None = None,
     budget_ns: int | None = None,
+    module: str = DAEMON_MODULE,
 ) -> DaemonTracker | None:
     """The tracker a command should use: the daemon's, or None (no watcher)."""
-    if ensure_daemon(root, home, mode, restage_cost_ns=restage_cost_ns, budget_ns=budget_ns):
+    if ensure_daemon(
+        root, home, mode, restage_cost_ns=restage_cost_ns, budget_ns=budget_ns, module=module
+    ):
         return DaemonTracker(root, home)
     return None
 
 
 def start_daemon(
-    paths: DaemonPaths, idle_timeout: float = DEFAULT_IDLE_S, wait: float = 0.0
+    paths: DaemonPaths,
+    idle_timeout: float = DEFAULT_IDLE_S,
+    wait: float = 0.0,
+    *,
+    module: str = DAEMON_MODULE,
 ) -> tuple[int | None, bool]:
     """Start the daemon detached; return (its pid or None, whether it answers yet).
 
@@ -299,7 +312,7 @@ def start_daemon(
     with contextlib.suppress(OSError):
         if paths.log.stat().st_size > _LOG_CAP:
             paths.log.unlink()
-    argv = [sys.executable, "-m", "earshot.agent.watch.daemon", "--detach"]
+    argv = [sys.executable, "-m", module, "--detach"]
     argv += ["--root", paths.root, "--home", str(paths.home), "--idle-timeout", str(idle_timeout)]
     with open(paths.log, "ab") as log:
         launcher = subprocess.run(

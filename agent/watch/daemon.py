@@ -10,6 +10,15 @@ replies are JSON lines::
          | {"gap": reason, "token": m, "epoch": E, "announce": true?}
     {"op": "status"}                      -> the watcher's status, pid, epoch, idle
     {"op": "stop"}                        -> {"stopping": true, "pid": p}
+    {"op": "hello"}                       -> {"build": B}
+    {"op": "run", ...} + 3 descriptors    -> handed to the host (below)
+
+Every reply carries ``"v"``, the protocol (``protocol.PROTOCOL``). A daemon
+started with a *host* (``earshot.cli.daemon``) runs whole earshot commands
+for thin clients: a ``run`` request comes with the client's stdin, stdout
+and stderr as descriptors, and the host owns the connection from then on.
+Only a peer of this user is answered (``SO_PEERCRED``); the socket is 0600
+in the store directory, with a symlink to it at ``protocol.alias_path``.
 
 ``m`` is the sync point that answered, i.e. the next token. The epoch is
 ``<pid>-<start ns>``: a token of another epoch (a killed or restarted
@@ -32,12 +41,14 @@ import json
 import os
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from earshot.agent.watch import protocol
 from earshot.agent.watch.client import (
     ALREADY_RUNNING,
     DEFAULT_IDLE_S,
@@ -48,7 +59,13 @@ from earshot.agent.watch.client import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from earshot.agent.watch.watcher import Watcher
+
+    #: Serves one ``run`` request: (the connection, the request, the descriptors
+    #: that came with it, what was read after it); owns all of them.
+    Host = Callable[[socket.socket, dict[str, Any], list[int], bytes], None]
 
 DEFAULT_SETTLE_S = 5.0
 
@@ -88,8 +105,18 @@ def _configure_logging() -> None:
 class Server:
     """Answers requests for one watcher until stopped or idle."""
 
-    def __init__(self, watcher: Watcher, paths: DaemonPaths, idle_timeout: float) -> None:
+    def __init__(
+        self,
+        watcher: Watcher,
+        paths: DaemonPaths,
+        idle_timeout: float,
+        host: Host | None = None,
+    ) -> None:
         self.watcher = watcher
+        self.host = host
+        #: How many ``run`` requests were handed to the host.
+        self.hosted = 0
+        self.build = protocol.build_id()
         self.paths = paths
         self.idle_timeout = idle_timeout
         self.epoch = f"{os.getpid()}-{watcher.started_ns}"
@@ -117,6 +144,7 @@ class Server:
         finally:
             os.umask(old_umask)
         ino = self.paths.socket.stat().st_ino
+        alias = self._place_alias()
         sock.listen(64)
         sock.settimeout(min(1.0, self.idle_timeout / 4))  # stop wakes accept() at once
         self._listener = sock
@@ -139,22 +167,62 @@ class Server:
         finally:
             sock.close()
             with contextlib.suppress(OSError):
+                if os.readlink(alias) == str(self.paths.socket):
+                    os.unlink(alias)
+            with contextlib.suppress(OSError):
                 if self.paths.socket.stat().st_ino == ino:
                     self.paths.socket.unlink()
             self.watcher.stop()
             log.info("stopped", root=self.paths.root, pid=os.getpid())
         return 0
 
+    def _place_alias(self) -> str:
+        """Point ``protocol.alias_path`` at the socket (atomically: link, then rename)."""
+        alias = protocol.alias_path(str(self.paths.home), self.paths.root)
+        os.makedirs(os.path.dirname(alias), mode=0o700, exist_ok=True)
+        temp = f"{alias}.{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        os.symlink(str(self.paths.socket), temp)
+        os.replace(temp, alias)
+        return alias
+
     def _serve(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rb") as lines:
-            for line in lines:
+        if not _same_user(conn):
+            conn.close()  # another user's process: not a word
+            return
+        buf = b""
+        with contextlib.ExitStack() as stack:
+            stack.callback(conn.close)
+            while True:
+                fds: list[int] = []
+                while b"\n" not in buf:
+                    try:
+                        data, got, _flags, _addr = socket.recv_fds(conn, 1 << 16, 3)
+                    except OSError:
+                        return
+                    fds += got
+                    if not data:
+                        _close_all(fds)
+                        return
+                    buf += data
+                line, _, buf = buf.partition(b"\n")
                 doc: dict[str, Any] = {}
                 try:
                     parsed = json.loads(line)
                     doc = parsed if isinstance(parsed, dict) else {}
+                    if doc.get("op") == "run" and self.host is not None and len(fds) == 3:
+                        self.last = time.monotonic()
+                        self.hosted += 1
+                        stack.pop_all()  # the host owns the connection now
+                        self.host(conn, doc, fds, buf)
+                        return
+                    _close_all(fds)
                     reply = self.handle(doc)
                 except Exception as exc:  # a bad request must not end the daemon
+                    _close_all(fds)
                     reply = {"error": repr(exc)}
+                reply["v"] = protocol.PROTOCOL
                 try:
                     conn.sendall(json.dumps(reply, ensure_ascii=True).encode() + b"\n")
                 except OSError:
@@ -177,9 +245,12 @@ class Server:
                 "epoch": self.epoch,
                 "idle_timeout_s": self.idle_timeout,
                 "idle_s": round(idle, 1),
+                "hosted_calls": self.hosted,
                 "socket": str(self.paths.socket),
                 "log": str(self.paths.log),
             }
+        if op == "hello":
+            return {"build": self.build, "hosts": self.host is not None, "pid": os.getpid()}
         if op == "stop":
             self.stopping.set()
             if self._listener is not None:
@@ -206,8 +277,34 @@ class Server:
         return reply
 
 
-def serve(paths: DaemonPaths, lock_fd: int, idle_timeout: float, settle_timeout: float) -> int:
-    """Run the daemon in this process, holding ``lock_fd``, until stopped or idle."""
+def _same_user(conn: socket.socket) -> bool:
+    """Whether the peer runs as this user (SO_PEERCRED: pid, uid, gid)."""
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return False
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return bool(uid == os.getuid())
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def serve(
+    paths: DaemonPaths,
+    lock_fd: int,
+    idle_timeout: float,
+    settle_timeout: float,
+    host: Callable[[Watcher], Host] | None = None,
+) -> int:
+    """Run the daemon in this process, holding ``lock_fd``, until stopped or idle.
+
+    ``host(watcher)`` makes the host of ``run`` requests (None: the daemon
+    only watches).
+    """
     os.ftruncate(lock_fd, 0)
     os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
     _configure_logging()
@@ -215,7 +312,8 @@ def serve(paths: DaemonPaths, lock_fd: int, idle_timeout: float, settle_timeout:
 
     try:
         watcher = Watcher(paths.root, paths.store, settle_timeout=settle_timeout).start()
-        return Server(watcher, paths, idle_timeout).run()
+        made = host(watcher) if host is not None else None
+        return Server(watcher, paths, idle_timeout, made).run()
     finally:
         os.close(lock_fd)
 
@@ -225,17 +323,22 @@ def run_foreground(
     home: Path | None = None,
     idle_timeout: float = DEFAULT_IDLE_S,
     settle_timeout: float = DEFAULT_SETTLE_S,
+    host: Callable[[Watcher], Host] | None = None,
 ) -> int:
     """``earshot watch --foreground``: 0 when stopped, ALREADY_RUNNING if one runs."""
     paths = daemon_paths(root, home)
     lock = take_lock(paths)
     if lock is None:
         return ALREADY_RUNNING
-    return serve(paths, lock, idle_timeout, settle_timeout)
+    return serve(paths, lock, idle_timeout, settle_timeout, host)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m earshot.agent.watch.daemon")
+def main(
+    argv: list[str] | None = None,
+    host: Callable[[Watcher], Host] | None = None,
+    prog: str = "python -m earshot.agent.watch.daemon",
+) -> int:
+    parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--root", required=True)
     parser.add_argument("--home", required=True)
     parser.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_S)
@@ -250,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     # The child inherits the locked fd, so the lock is never free in between.
     if args.detach and os.fork() != 0:
         os._exit(0)
-    return serve(paths, lock, args.idle_timeout, args.settle_timeout)
+    return serve(paths, lock, args.idle_timeout, args.settle_timeout, host)
 
 
 if __name__ == "__main__":

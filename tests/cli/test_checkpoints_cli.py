@@ -12,6 +12,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
+# Each test runs in-process and through the watch daemon (tests/conftest.py).
+pytestmark = pytest.mark.both_modes
+
 if TYPE_CHECKING:
     from earshot_cli import Cli, Ran
 
@@ -77,6 +82,7 @@ def test_issue_scenario_three_undos_then_three_redos(cli: Cli, tree: Any) -> Non
     assert "nothing to redo" in cli.run("redo", expect=1).stderr
 
 
+@pytest.mark.no_watcher
 def test_issue_scenario_over_the_restage_budget_folds_the_generator_batch(
     cli: Cli, tree: Any
 ) -> None:

@@ -26,6 +26,9 @@ from earshot.agent.core.undo import NothingToUndo, undo
 from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.project import Project
 
+# Each test runs in-process and through the watch daemon (tests/conftest.py).
+pytestmark = pytest.mark.both_modes
+
 EARSHOT = Path(sys.executable).parent / "earshot"
 
 # -- promise 1: the user's repository is never touched ------------------------------

@@ -1,0 +1,64 @@
+"""What a client and the watch daemon agree on, in the standard library alone.
+
+The thin client (``earshot.cli.entry``) imports this before it knows whether
+a daemon answers, so it imports nothing but the standard library.
+
+- ``PROTOCOL``: the request format. Every reply carries it as ``"v"``; a
+  client that gets another (or none: a daemon older than this field) stops
+  that daemon and works in-process, and the next command starts a new one.
+- ``build_id()``: names the code a process runs (the protocol, and the
+  modification times of the modules a hosted call runs through). A daemon
+  started before an upgrade answers with another build and is replaced.
+- ``alias_path(home, root)``: where the daemon of a root puts a symlink to
+  its socket, named by a SHA-256 of the root's real path, so the client can
+  find it without the store's BLAKE3 root key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+PROTOCOL = 2
+
+#: The modules a hosted call's behaviour comes from, relative to the package
+#: root (``earshot/``): one stat each, a few microseconds in all.
+_BUILD_FILES = (
+    "agent/watch/protocol.py",
+    "agent/watch/daemon.py",
+    "agent/core/engine.py",
+    "agent/core/policy.py",
+    "cli/entry.py",
+    "cli/daemon.py",
+    "cli/common.py",
+)
+
+
+def build_id() -> str:
+    """The protocol and the code's modification times, as one string."""
+    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    stamps = []
+    for rel in _BUILD_FILES:
+        try:
+            stamps.append(str(os.stat(os.path.join(top, rel)).st_mtime_ns))
+        except OSError:
+            stamps.append("-")
+    return f"{PROTOCOL}:" + ":".join(stamps)
+
+
+def data_home(environ: os._Environ[str] | dict[str, str] | None = None) -> str:
+    """$EARSHOT_HOME, else $XDG_DATA_HOME/earshot, else ~/.local/share/earshot."""
+    env = os.environ if environ is None else environ
+    explicit = env.get("EARSHOT_HOME")
+    if explicit:
+        return os.path.abspath(os.path.expanduser(explicit))
+    xdg = env.get("XDG_DATA_HOME")
+    if xdg:
+        return os.path.join(os.path.abspath(os.path.expanduser(xdg)), "earshot")
+    return os.path.join(os.path.expanduser("~"), ".local", "share", "earshot")
+
+
+def alias_path(home: str, real_root: str) -> str:
+    """The symlink to the socket of ``real_root``'s daemon (it may not exist)."""
+    key = hashlib.sha256(os.fsencode(real_root)).hexdigest()[:32]
+    return os.path.join(home, "run", key)

@@ -1,0 +1,229 @@
+"""The watch daemon, hosting whole earshot commands for thin clients.
+
+``python -m earshot.cli.daemon --root R --home H [--detach]`` runs the watch
+daemon (``earshot.agent.watch.daemon``) with a host for ``run`` requests. The
+daemon imports every module a command needs once, before it serves; a
+request forks a *worker* that already holds them, so a call through the
+daemon pays neither Python's start-up nor the imports (about 150 ms of a
+call, measured in ``benchmarks/RESULTS.md``), only a fork.
+
+The worker becomes the client's command: it takes the client's stdin,
+stdout and stderr (passed as descriptors with the request), its environment,
+working directory and umask, and runs the command's code exactly as the
+client would have in-process. A batch's shell commands run in the client's
+process (``RelayRunner``): the worker asks, the client runs the command with
+its own terminal and signals, and says how it ended.
+
+Messages on the connection, one JSON line each, after the request:
+
+    worker -> client  {"op": "worker", "pid": p}          (signals go there)
+    worker -> client  {"op": "command", "argv": [...], "cwd": d, "capture": b}
+    client -> worker  {"op": "started", "pgid": g, "start": t}
+    client -> worker  {"op": "ended", "returncode": n, "output": s, "signal": k}
+    worker -> client  {"op": "done", "rc": n}
+
+The worker owns the batch: if the client dies, the command dies with it
+(its parent-death signal) and the worker records the batch as interrupted
+by a hang-up; if the worker dies, its intent stays and the next command
+records the batch (the client says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+from earshot.agent.core.command import Ran
+from earshot.agent.watch import daemon
+from earshot.agent.watch.watcher import Watcher
+
+#: Imported before the first fork, so no worker imports anything.
+_PRELOAD = (
+    "earshot.cli.main",
+    "earshot.cli.common",
+    "earshot.cli.render",
+    "earshot.cli.render_agent",
+    "earshot.cli.cmd_tools",
+    "earshot.cli.cmd_history",
+    "earshot.agent.core.engine",
+    "earshot.agent.core.undo",
+    "earshot.agent.core.recovery",
+    "earshot.agent.core.navigation",
+    "earshot.agent.shell.destructive",
+    "earshot.cas.project",
+    "earshot.cas.lmdb_backend",
+)
+
+
+class _Lines:
+    """JSON lines from the client, after what the daemon had already read."""
+
+    def __init__(self, conn: socket.socket, rest: bytes) -> None:
+        self.conn = conn
+        self.buf = rest
+
+    def read(self) -> dict[str, Any] | None:
+        """The next message; None when the client is gone."""
+        while b"\n" not in self.buf:
+            try:
+                chunk = self.conn.recv(1 << 16)
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def send(self, doc: dict[str, Any]) -> bool:
+        try:
+            self.conn.sendall(json.dumps(doc).encode() + b"\n")
+        except OSError:
+            return False
+        return True
+
+
+class RelayRunner:
+    """Runs a batch's shell command in the client's process (a ``CommandRunner``)."""
+
+    def __init__(self, lines: _Lines) -> None:
+        self.lines = lines
+
+    def __call__(
+        self,
+        argv: list[str],
+        cwd: str,
+        capture: bool,
+        on_start: Any = None,
+        *,
+        on_spawn: Any = None,
+    ) -> Ran:
+        if not self.lines.send({"op": "command", "argv": argv, "cwd": cwd, "capture": capture}):
+            return Ran(128 + signal.SIGHUP, None, signal.SIGHUP)
+        while True:
+            doc = self.lines.read()
+            if doc is None:  # the client is gone, and its command with it
+                return Ran(128 + signal.SIGHUP, None, signal.SIGHUP)
+            if doc.get("op") == "started":
+                pgid = int(doc["pgid"])
+                if on_start is not None:
+                    on_start(pgid, doc.get("start"))
+                if on_spawn is not None:
+                    on_spawn(pgid)
+            elif doc.get("op") == "ended":
+                failed = doc.get("oserror")
+                if isinstance(failed, list) and len(failed) == 3:
+                    raise OSError(*failed)
+                sig = doc.get("signal")
+                output = doc.get("output")
+                return Ran(
+                    int(doc["returncode"]),
+                    output if isinstance(output, str) else None,
+                    int(sig) if isinstance(sig, int) else None,
+                )
+
+
+def hosting(watcher: Watcher) -> daemon.Host:
+    """The host of ``run`` requests for a daemon watching with ``watcher``."""
+    for name in _PRELOAD:
+        importlib.import_module(name)
+
+    def host(conn: socket.socket, doc: dict[str, Any], fds: list[int], rest: bytes) -> None:
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            _Lines(conn, rest).send({"op": "refused", "error": exc.strerror or str(exc)})
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+            return
+        if pid == 0:
+            code = 1
+            try:
+                code = _work(conn, doc, fds, rest)
+            finally:
+                os._exit(code)
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+        threading.Thread(target=_reap, args=(pid,), daemon=True).start()
+
+    return host
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _work(conn: socket.socket, doc: dict[str, Any], fds: list[int], rest: bytes) -> int:
+    """In the forked worker: become the client's command, run it, say how it ended."""
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    keep = conn.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+    lines = _Lines(conn, rest)
+    lines.send({"op": "worker", "pid": os.getpid()})
+    sys.stdin = _text(0, "r")
+    sys.stdout = _text(1, "w", line_buffering=os.isatty(1))
+    sys.stderr = _text(2, "w", line_buffering=True)
+    env = doc.get("env")
+    if isinstance(env, dict):
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+    os.umask(int(doc.get("umask", 0o022)))
+    from earshot.cas import faults
+    from earshot.cli import common
+    from earshot.cli.main import cli
+
+    faults.reload()  # the client's plan, if it gave one
+    common.COMMAND_RUNNER = RelayRunner(lines)
+    rc = 1
+    try:
+        os.chdir(str(doc["cwd"]))
+        cli.main(args=[str(a) for a in doc.get("argv", [])], prog_name="earshot")
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        print("earshot: interrupted", file=sys.stderr)
+        rc = 130
+    except OSError as exc:  # the client's directory is gone, say
+        print(f"earshot: {exc.strerror or exc}", file=sys.stderr)
+        rc = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    lines.send({"op": "done", "rc": rc})
+    return 0
+
+
+def _text(fd: int, mode: str, line_buffering: bool = False) -> io.TextIOWrapper:
+    """A text stream on one of the client's descriptors, as Python makes sys.stdout."""
+    raw = io.FileIO(fd, mode, closefd=False)
+    buffered = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
+    return io.TextIOWrapper(buffered, errors="surrogateescape", line_buffering=line_buffering)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return daemon.main(argv, host=hosting, prog="python -m earshot.cli.daemon")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""The ``earshot`` console script: a thin client of the root's daemon, else the full CLI.
+
+For the calls an agent makes on every turn (``bash``, ``write``, ``edit``,
+``exec``, ``undo``, ``redo``, ``log``), a daemon watching the root runs the
+command in a worker that has everything imported and the watcher at hand
+(``earshot.cli.daemon``). This module finds it with the standard library
+alone: until a daemon answers, nothing else is imported, so a call without
+one costs a few milliseconds more than before, and a call with one costs a
+bare interpreter's start-up and a fork.
+
+The client hands the worker its stdin, stdout and stderr, its environment,
+working directory and umask; runs the batch's shell commands itself, with
+its terminal, environment and signals (``run_command``, as in-process); and
+passes SIGINT, SIGTERM and SIGHUP on to the worker when no command runs.
+No daemon, one of another protocol or build (an upgrade: it is stopped and
+the next command starts a new one), one that does not host commands, a
+fault plan in ``$EARSHOT_FAULTS``: the full CLI runs in this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+from typing import Any
+
+from earshot.agent.watch import protocol
+
+#: The commands a daemon runs for a client.
+HOSTED = frozenset({"bash", "write", "edit", "exec", "undo", "redo", "log"})
+_CONNECT_S = 0.5
+_HELLO_S = 2.0
+
+
+def main() -> None:
+    """Console-script entry point."""
+    argv = sys.argv[1:]
+    code = _through_daemon(argv) if _hostable(argv) else None
+    if code is not None:
+        sys.exit(code)
+    from earshot.cli.main import main as full
+
+    full()
+
+
+def _hostable(argv: list[str]) -> bool:
+    if not argv or argv[0] not in HOSTED or not sys.platform.startswith("linux"):
+        return False
+    if "EARSHOT_FAULTS" in os.environ:
+        return False  # fault plans are read at import: they run in-process
+    return not any(a in ("-h", "--help") for a in argv[1:])
+
+
+def _root(argv: list[str]) -> str:
+    for i, arg in enumerate(argv):
+        if arg == "--root" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--root="):
+            return arg.partition("=")[2]
+    return "."
+
+
+def _connect(path: str) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(_CONNECT_S)
+    try:
+        if len(os.fsencode(path)) < 100:
+            sock.connect(path)
+        else:  # too long for sun_path: through the directory's descriptor
+            dfd = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                sock.connect(f"/proc/self/fd/{dfd}/{os.path.basename(path)}")
+            finally:
+                os.close(dfd)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+class _Channel:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def send(self, doc: dict[str, Any], fds: list[int] | None = None) -> None:
+        data = json.dumps(doc).encode() + b"\n"
+        if fds:
+            socket.send_fds(self.sock, [data], fds)
+        else:
+            self.sock.sendall(data)
+
+    def read(self) -> dict[str, Any] | None:
+        while b"\n" not in self.buf:
+            try:
+                chunk = self.sock.recv(1 << 16)
+            except InterruptedError:
+                continue
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+
+def _through_daemon(argv: list[str]) -> int | None:
+    """The command run by the root's daemon; None when the full CLI must run here."""
+    root = _root(argv)
+    if not os.path.isdir(root):
+        return None  # the full CLI says so, in its words
+    alias = protocol.alias_path(protocol.data_home(), os.path.realpath(root))
+    sock = _connect(alias)
+    if sock is None:
+        return None
+    channel = _Channel(sock)
+    try:
+        sock.settimeout(_HELLO_S)
+        channel.send({"op": "hello"})
+        hello = channel.read()
+        if (
+            hello is None
+            or hello.get("v") != protocol.PROTOCOL
+            or hello.get("build") != protocol.build_id()
+        ):
+            _stop(channel)  # another protocol or build: the next command starts ours
+            return None
+        if not hello.get("hosts"):
+            return None
+        sock.settimeout(None)
+        umask = os.umask(0)
+        os.umask(umask)
+        request = {
+            "op": "run",
+            "argv": argv,
+            "cwd": os.getcwd(),
+            "env": dict(os.environ),
+            "umask": umask,
+        }
+        channel.send(request, [0, 1, 2])
+    except OSError:
+        sock.close()
+        return None  # nothing ran: the full CLI runs here
+    try:
+        return _follow(channel)
+    finally:
+        sock.close()
+
+
+def _stop(channel: _Channel) -> None:
+    try:
+        channel.send({"op": "stop"})
+        channel.read()
+    except OSError:
+        pass
+
+
+def _follow(channel: _Channel) -> int:
+    """Serve the worker until it is done; its exit code."""
+    worker: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        if worker:
+            with contextlib.suppress(OSError):
+                os.kill(worker[0], signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+    while True:
+        doc = channel.read()
+        if doc is None:
+            return _lost()
+        op = doc.get("op")
+        if op == "worker":
+            worker[:] = [int(doc["pid"])]
+        elif op == "command":
+            ended = _run(channel, doc)
+            try:
+                channel.send(ended)
+            except OSError:
+                return _lost()
+        elif op == "done":
+            return int(doc.get("rc", 1))
+        elif op == "refused":
+            error = doc.get("error")
+            print(f"earshot: the watch daemon could not run the call: {error}", file=sys.stderr)
+            return 1
+
+
+def _lost() -> int:
+    """The worker is gone mid-call: never run the call again here, say what happens."""
+    print(
+        "earshot: the watch daemon's worker stopped before the call ended; "
+        "the next earshot command finishes what it began ('earshot log' shows it)",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def _run(channel: _Channel, doc: dict[str, Any]) -> dict[str, Any]:
+    """Run a batch's shell command here, as the in-process engine would."""
+    from earshot.agent.core.command import run_command, start_time
+
+    def spawned(pgid: int) -> None:
+        with contextlib.suppress(OSError):  # a lost worker is told by the reply's failure
+            channel.send({"op": "started", "pgid": pgid, "start": start_time(pgid)})
+
+    try:
+        ran = run_command(
+            [str(a) for a in doc["argv"]],
+            str(doc["cwd"]),
+            bool(doc.get("capture")),
+            on_spawn=spawned,
+        )
+    except OSError as exc:  # the shell could not start: the worker raises it there
+        return {"op": "ended", "oserror": [exc.errno, exc.strerror, exc.filename]}
+    return {
+        "op": "ended",
+        "returncode": ran.returncode,
+        "output": ran.output,
+        "signal": ran.interrupted_by,
+    }

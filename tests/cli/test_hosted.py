@@ -1,0 +1,231 @@
+"""Commands hosted by the root's watch daemon: the thin client, its worker, and their faults.
+
+Every test runs the real ``earshot`` script against a real daemon
+(``earshot watch``); the checkpoint tests run through it too (``both_modes``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from earshot_cli import EARSHOT, Cli
+
+from earshot.agent.watch import protocol
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
+
+
+@pytest.fixture
+def served(cli: Cli) -> Iterator[Cli]:
+    """``cli`` with the root's daemon running."""
+    cli.run("watch")
+    try:
+        yield cli
+    finally:
+        cli.run("watch", "--stop", expect=None)
+
+
+def _status(cli: Cli) -> dict[str, Any]:
+    doc: dict[str, Any] = cli.json("watch", "--status")
+    return doc
+
+
+def test_a_call_goes_through_the_daemon_with_stdin_stdout_stderr_and_exit_code(
+    served: Cli,
+) -> None:
+    sid = served.new_session()
+    before = _status(served)["hosted_calls"]
+    ran = served.run("bash", "echo out; echo err >&2; exit 7", session=sid, expect=7)
+    assert ran.stdout == "out\n" and ran.stderr == "err\n"
+    served.run("write", "w.txt", stdin="from stdin\n", session=sid)
+    assert (served.root / "w.txt").read_text() == "from stdin\n"
+    doc = served.json("log", session=sid)
+    assert [b["calls"][0]["tool"] for b in doc["batches"]] == ["bash", "write_file"]
+    assert _status(served)["hosted_calls"] == before + 3
+
+
+def test_a_hosted_bash_runs_on_the_callers_terminal(served: Cli) -> None:
+    sid = served.new_session()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: earshot on a pseudo-terminal
+        os.environ.update(served.env(sid))
+        os.chdir(served.root)
+        os.execv(str(EARSHOT), [str(EARSHOT), "bash", "test -t 1 && echo on-a-tty"])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    assert b"on-a-tty" in out
+    assert _status(served)["hosted_calls"] >= 1
+
+
+def _wait_for(path: Path, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def test_a_client_killed_mid_call_leaves_its_batch_recorded_and_the_command_stopped(
+    served: Cli, tmp_path: Path
+) -> None:
+    sid = served.new_session()
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen(
+        [
+            str(EARSHOT),
+            "bash",
+            f"echo made > made.txt; touch {ready}; sleep 30; echo late > late.txt",
+        ],
+        cwd=served.root,
+        env=served.env(sid),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_for(ready)
+    proc.kill()
+    proc.wait(timeout=10)
+    # The worker records the batch once its client is gone (a hang-up).
+    deadline = time.monotonic() + 20
+    while True:
+        batches = served.json("log", session=sid)["batches"]
+        if batches or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    (batch,) = batches
+    assert [c["path"] for c in batch["changes"]] == ["made.txt"]
+    time.sleep(0.5)
+    assert not (served.root / "late.txt").exists()  # the command died with its client
+    served.run("bash", "echo next > next.txt", session=sid)
+    served.run("undo", session=sid)
+    assert not (served.root / "next.txt").exists() and (served.root / "made.txt").exists()
+
+
+def _worker_pids(daemon_pid: int) -> set[int]:
+    children = Path(f"/proc/{daemon_pid}/task/{daemon_pid}/children").read_text().split()
+    return {int(c) for c in children}
+
+
+def test_a_worker_killed_mid_call_is_said_and_the_next_command_records_the_batch(
+    served: Cli, tmp_path: Path
+) -> None:
+    sid = served.new_session()
+    daemon = int(_status(served)["pid"])
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen(
+        [str(EARSHOT), "bash", f"echo made > made.txt; touch {ready}; sleep 1"],
+        cwd=served.root,
+        env=served.env(sid),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(ready)
+    (worker,) = _worker_pids(daemon)
+    os.kill(worker, signal.SIGKILL)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1
+    assert "worker stopped before the call ended" in err
+    nxt = served.run("bash", "echo next > next.txt", session=sid)
+    assert "recorded interrupted batch 1" in nxt.stderr, str(nxt)
+    batches = served.json("log", session=sid)["batches"]
+    assert batches[0]["interrupted"] and [c["path"] for c in batches[0]["changes"]] == ["made.txt"]
+    assert (served.root / "made.txt").read_text() == "made\n"  # run once, not twice
+
+
+def test_a_daemon_of_another_build_is_stopped_and_the_call_runs_here(served: Cli) -> None:
+    sid = served.new_session()
+    assert _status(served)["pid"]
+    module = Path(protocol.__file__)
+    stat = module.stat()
+    os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    try:
+        served.run("bash", "echo x > x.txt", session=sid)
+    finally:
+        os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert _status(served)["running"] is False
+    assert (served.root / "x.txt").exists()
+    assert len(served.json("log", session=sid)["batches"]) == 1
+
+
+def test_a_daemon_of_an_older_protocol_is_told_to_stop_and_the_call_runs_here(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # A stand-in for an old daemon: it answers without "v", and records what it is asked.
+    alias = Path(protocol.alias_path(str(cli.home), os.path.realpath(cli.root)))
+    alias.parent.mkdir(parents=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "old.sock"))
+    listener.listen(4)
+    alias.symlink_to(tmp_path / "old.sock")
+    asked: list[str] = []
+
+    def old_daemon() -> None:
+        conn, _ = listener.accept()
+        with conn, conn.makefile("rb") as lines:
+            for line in lines:
+                asked.append(json.loads(line).get("op"))
+                conn.sendall(b'{"error": "unknown op"}\n')
+
+    thread = threading.Thread(target=old_daemon, daemon=True)
+    thread.start()
+    sid = cli.new_session()
+    cli.run("bash", "echo x > x.txt", session=sid)
+    listener.close()
+    assert asked[:2] == ["hello", "stop"]
+    assert len(cli.json("log", session=sid)["batches"]) == 1
+
+
+def test_another_users_process_gets_no_answer(served: Cli) -> None:
+    setpriv = "/usr/bin/setpriv"
+    if os.geteuid() != 0 or not os.path.exists(setpriv):
+        pytest.skip("needs root and setpriv to connect as another user")
+    alias = protocol.alias_path(str(served.home), os.path.realpath(served.root))
+    probe = (
+        "import socket,sys\n"
+        "s=socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        f"    s.connect({alias!r})\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno); sys.exit(0)\n"
+        's.sendall(b\'{"op": "status"}\\n\')\n'
+        "print('answered' if s.recv(100) else 'closed')\n"
+    )
+    ran = subprocess.run(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=20,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split()[0] in ("refused", "closed"), ran.stdout
+
+
+def test_the_peer_check_refuses_another_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    from earshot.agent.watch import daemon
+
+    left, right = socket.socketpair()
+    with left, right:
+        assert daemon._same_user(left)
+        monkeypatch.setattr(daemon.os, "getuid", lambda: os.geteuid() + 1)
+        assert not daemon._same_user(left)
