@@ -31,6 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gen_tree
+import shapes
 from bench_store import (
     BENCH_DIR,
     Scenario,
@@ -39,6 +40,7 @@ from bench_store import (
     machine_info,
     machine_markdown,
     markdown_table,
+    summarize,
     timed,
 )
 from shadow_git import ShadowGit
@@ -77,6 +79,10 @@ class EarshotCalls:
     def write(self, path: str, data: bytes) -> None:
         self._run("write", path, stdin=data)
 
+    def exec_writes(self, paths: list[str], data: bytes) -> None:
+        calls = [{"tool": "write_file", "path": p, "content": data.decode()} for p in paths]
+        self._run("exec", stdin=json.dumps(calls).encode())
+
     def undo(self) -> None:
         self._run("undo", ok=(0, 3))
 
@@ -105,6 +111,11 @@ class GitCalls:
         (self.tree / path).write_bytes(data)
         self.git.snapshot("call")
 
+    def exec_writes(self, paths: list[str], data: bytes) -> None:
+        for path in paths:
+            (self.tree / path).write_bytes(data)
+        self.git.snapshot("call")
+
     def undo(self) -> None:
         head = self.git.git("rev-parse", "HEAD~1").strip()
         self.git.restore_reset_clean(head)
@@ -122,14 +133,27 @@ def edit_ten(tree: Path, names: list[str], round_: int) -> str:
     return f"for f in {targets}; do echo 'edit {round_}' >> \"$f\"; done"
 
 
+def make_tree(tree: Path, files: int, args: argparse.Namespace) -> None:
+    """The tree of one tool: a copy of ``--tree``, a ``--shape``, or the generated tree."""
+    if args.tree:
+        log(f"copying {args.tree} into {tree}")
+        subprocess.run(["cp", "-a", str(args.tree), str(tree)], check=True)
+    elif args.shape != "generated":
+        log(f"making a {args.shape} tree of {files:,} files in {tree}")
+        shapes.SHAPES[args.shape](tree, files, args.seed)
+    else:
+        log(f"generating {files:,} files into {tree}")
+        gen_tree.generate(tree, files, args.seed)
+
+
 def bench_size(files: int, args: argparse.Namespace, exe: str) -> dict[str, Any]:
-    work = Path(args.work) / f"calls-{files}"
+    work = Path(args.work) / f"calls-{args.shape}-{files}"
     trees = {"earshot": work / "tree-earshot", "git": work / "tree-git"}
     if work.exists():
         subprocess.run(["rm", "-rf", str(work)], check=True)
+    work.mkdir(parents=True)
     for tree in trees.values():
-        log(f"generating {files:,} files into {tree}")
-        gen_tree.generate(tree, files, args.seed)
+        make_tree(tree, files, args)
     tools: list[Tool] = [
         EarshotCalls(exe, trees["earshot"], work / "earshot-home", args.watch),
         GitCalls(trees["git"], work / "shadow.git"),
@@ -138,11 +162,22 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> dict[str, Any]
         log(f"setting up {tool.name}")
         tool.setup()
     time.sleep(2.5)  # let fresh files age past the racy-entry margin, as real trees are
-    names = gen_tree.choose_mutation_targets(trees["earshot"], 10, args.seed + 7)
+    names = (
+        sorted(
+            str(p.relative_to(trees["earshot"]))
+            for p in trees["earshot"].rglob("*")
+            if p.is_file()
+            and p.suffix in (".c", ".h", ".js", ".py", ".txt", ".md")
+            and "node_modules" not in p.parts
+        )[::997][:10]
+        if args.tree or args.shape != "generated"
+        else (gen_tree.choose_mutation_targets(trees["earshot"], 10, args.seed + 7))
+    )
     scenarios = [
         Scenario("bash_true", "per call: `bash 'true'` (git: add -A + commit)", "s"),
         Scenario("write_one", "per call: one-file write_file batch", "s"),
         Scenario("bash_ten", "per call: `bash` creating 10 files", "s"),
+        Scenario("exec_ten", "per call: an exec batch of 10 write_file calls", "s"),
         Scenario("undo_ten", "undo a 10-file batch (git: reset --hard + clean)", "s"),
     ]
     by_key = {s.key: s for s in scenarios}
@@ -161,14 +196,35 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> dict[str, Any]
                     ),
                 ),
             ]
+            runs.append(
+                (
+                    "exec_ten",
+                    lambda t=tool, r=repeat: t.exec_writes(
+                        [f"batch-{r}-{i}.txt" for i in range(10)], b"y\n" * 30
+                    ),
+                )
+            )
             for key, action in runs:
                 by_key[key].add(tool, timed(action, args.sync))  # type: ignore[arg-type]
             tool.bash(edit_ten(tool.tree, names, repeat))  # the batch to undo, untimed
             by_key["undo_ten"].add(tool, timed(tool.undo, args.sync))  # type: ignore[arg-type]
     for tool in tools:
         tool.close()
+    # What no Python client can go below: the interpreter and the modules the
+    # thin client needs, started the same way.
+    floor = [
+        timed(
+            lambda: subprocess.run(
+                [sys.executable, "-c", "import socket, json, subprocess"], check=True
+            ),
+            False,
+        )
+        for _ in range(args.repeat)
+    ]
     return {
+        "python_floor_s": summarize(floor),
         "files": files,
+        "shape": str(args.tree) if args.tree else args.shape,
         "watch": args.watch,
         "tree": {"bytes": sum(p.stat().st_size for p in trees["git"].rglob("*") if p.is_file())},
         "scenarios": [s.to_json() for s in scenarios],
@@ -188,6 +244,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=("never", "always"),
         default="never",
         help="EARSHOT_WATCH for earshot's calls: never (no daemon) or always",
+    )
+    parser.add_argument("--tree", type=Path, default=None, help="a real tree to copy and use")
+    parser.add_argument(
+        "--shape",
+        choices=("generated", *sorted(shapes.SHAPES)),
+        default="generated",
+        help="the tree's shape when no --tree is given (--files counts its files)",
     )
     args = parser.parse_args(argv)
     exe = default_earshot()
