@@ -113,6 +113,54 @@ MUTANTS = [
         "''}",
         "tests/agent/core/test_crash_harness.py tests/agent/core/test_crash.py -k no_note",
     ),
+    (
+        "cas/project.py",
+        "        hidden = self._unrecorded_targets(plan, before)\n",
+        "        hidden = []\n",
+        "tests/cli/test_cli_restore.py -k ignored_since",
+    ),
+    (
+        "agent/core/reversal.py",
+        'note="after undo", listed=False, forced=touched',
+        'note="after undo", listed=False',
+        "tests/agent/core/test_fidelity_undo.py -k hand_edit",
+    ),
+    (
+        "cas/scan.py",
+        "        if st.st_size > self.options.max_file_size and rel not in self.unlimited:",
+        "        if st.st_size > self.options.max_file_size:",
+        "tests/agent/core/test_fidelity_undo.py -k size_limit",
+    ),
+    (
+        "cas/objects.py",
+        "            try:\n                self.read_tree(digest)\n                return digest",
+        "            try:\n                return digest",
+        "tests/cas/test_objects.py -k damaged_copy",
+    ),
+    (
+        "agent/core/undo.py",
+        "                if path not in planned and is_dir(reader, now.snapshot.tree, path):",
+        "                if False:",
+        "tests/agent/core/test_crash.py -k emptied",
+    ),
+    (
+        "agent/core/undo.py",
+        "    if damaged:  # it may be a batch of this session: whose, no one can tell",
+        "    if False:",
+        "tests/agent/core/test_crash.py -k damaged_intent",
+    ),
+    (
+        "cas/scan.py",
+        "    return name.startswith(TEMP_PREFIX) and _TEMP_NAME.fullmatch(name) is not None",
+        "    return name.startswith(TEMP_PREFIX)",
+        "tests/cas/test_scan.py -k temp_files",
+    ),
+    (
+        "agent/watch/daemon.py",
+        "    return bool(uid == os.getuid())",
+        "    return True",
+        "tests/cli/test_hosted.py -k peer_check",
+    ),
 ]
 
 

@@ -157,5 +157,8 @@ def test_redo_brings_back_a_hand_edit_to_a_file_ignored_since(cli: Any, root: Pa
     (root / ".env").write_text("NEW=precious\n")
     cli.run("undo", "--force", session=sid)
     assert (root / ".env").read_text() == "OLD=1\n"
-    cli.run("redo", "--force", session=sid)
+    undo = cli.json("log", session=sid)["batches"][-1]
+    (line,) = undo["changes"]
+    assert line["path"] == ".env" and line["after_kind"] == "file"  # held, not "absent"
+    cli.run("redo", session=sid)  # no conflict: the disk holds what the undo left
     assert (root / ".env").read_text() == "NEW=precious\n"
