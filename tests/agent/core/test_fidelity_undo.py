@@ -162,3 +162,19 @@ def test_redo_brings_back_a_hand_edit_to_a_file_ignored_since(cli: Any, root: Pa
     assert line["path"] == ".env" and line["after_kind"] == "file"  # held, not "absent"
     cli.run("redo", session=sid)  # no conflict: the disk holds what the undo left
     assert (root / ".env").read_text() == "NEW=precious\n"
+
+
+def test_undo_force_never_deletes_or_overwrites_what_it_does_not_hold_now(
+    cli: Any, root: Path
+) -> None:
+    # The batch made f; since, the person put a FIFO there: earshot cannot
+    # hold it, so even --force leaves it, and says why.
+    sid = cli.new_session()
+    cli.run("bash", "echo made > f; echo made > g", session=sid)
+    (root / "f").unlink()
+    os.mkfifo(root / "f")
+    (root / "g").write_text("edited\n")
+    undo = cli.run("undo", "--force", "--json", session=sid, expect=3).json()
+    assert [k["path"] for k in undo["kept"]] == ["f"]
+    assert "not recorded as it is now" in undo["kept"][0]["reason"]
+    assert (root / "f").is_fifo()
