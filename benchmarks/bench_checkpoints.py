@@ -13,7 +13,9 @@ peer's command sequence) timed with ``time.perf_counter``, tools alternating.
 With ``--watch never`` every earshot CLI call is the first mutating call of
 its process, so it restages the whole tree first (the snapshot policy); with
 ``--watch always`` the watch daemon vouches for the tree and a call restages
-only what changed.
+only what changed, and runs it in a worker forked from the daemon (the thin
+client). ``--watch never always`` times both, each on its own copy of the
+tree, against the same git runs.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class EarshotCalls:
     name = "earshot"
 
     def __init__(self, exe: str, tree: Path, home: Path, watch: str) -> None:
+        self.mode = watch
         self.exe = exe
         self.tree = tree
         self.env = dict(os.environ, EARSHOT_HOME=str(home), EARSHOT_WATCH=watch)
@@ -146,45 +149,59 @@ def make_tree(tree: Path, files: int, args: argparse.Namespace) -> None:
         gen_tree.generate(tree, files, args.seed)
 
 
-def bench_size(files: int, args: argparse.Namespace, exe: str) -> dict[str, Any]:
+def bench_size(files: int, args: argparse.Namespace, exe: str) -> list[dict[str, Any]]:
+    """One tree size: an entry per earshot watch mode, against the same git runs."""
     work = Path(args.work) / f"calls-{args.shape}-{files}"
-    trees = {"earshot": work / "tree-earshot", "git": work / "tree-git"}
+    trees = {mode: work / f"tree-earshot-{mode}" for mode in args.watch}
+    trees["git"] = work / "tree-git"
     if work.exists():
         subprocess.run(["rm", "-rf", str(work)], check=True)
     work.mkdir(parents=True)
     for tree in trees.values():
         make_tree(tree, files, args)
-    tools: list[Tool] = [
-        EarshotCalls(exe, trees["earshot"], work / "earshot-home", args.watch),
-        GitCalls(trees["git"], work / "shadow.git"),
+    earshots = [
+        EarshotCalls(exe, trees[mode], work / f"earshot-home-{mode}", mode) for mode in args.watch
     ]
+    tools: list[Tool] = [*earshots, GitCalls(trees["git"], work / "shadow.git")]
     for tool in tools:
         log(f"setting up {tool.name}")
         tool.setup()
     time.sleep(2.5)  # let fresh files age past the racy-entry margin, as real trees are
+    first = trees[args.watch[0]]
     names = (
         sorted(
-            str(p.relative_to(trees["earshot"]))
-            for p in trees["earshot"].rglob("*")
+            str(p.relative_to(first))
+            for p in first.rglob("*")
             if p.is_file()
             and p.suffix in (".c", ".h", ".js", ".py", ".txt", ".md")
             and "node_modules" not in p.parts
         )[::997][:10]
         if args.tree or args.shape != "generated"
-        else (gen_tree.choose_mutation_targets(trees["earshot"], 10, args.seed + 7))
+        else (gen_tree.choose_mutation_targets(first, 10, args.seed + 7))
     )
-    scenarios = [
-        Scenario("bash_true", "per call: `bash 'true'` (git: add -A + commit)", "s"),
-        Scenario("write_one", "per call: one-file write_file batch", "s"),
-        Scenario("bash_ten", "per call: `bash` creating 10 files", "s"),
-        Scenario("exec_ten", "per call: an exec batch of 10 write_file calls", "s"),
-        Scenario("undo_ten", "undo a 10-file batch (git: reset --hard + clean)", "s"),
-    ]
-    by_key = {s.key: s for s in scenarios}
+
+    def scenarios() -> list[Scenario]:
+        return [
+            Scenario("bash_true", "per call: `bash 'true'` (git: add -A + commit)", "s"),
+            Scenario("write_one", "per call: one-file write_file batch", "s"),
+            Scenario("bash_ten", "per call: `bash` creating 10 files", "s"),
+            Scenario("exec_ten", "per call: an exec batch of 10 write_file calls", "s"),
+            Scenario("undo_ten", "undo a 10-file batch (git: reset --hard + clean)", "s"),
+        ]
+
+    by_mode = {mode: {s.key: s for s in scenarios()} for mode in args.watch}
+
+    def add(tool: Tool, key: str, value: float) -> None:
+        # git's samples count against every mode; an earshot's against its own.
+        for mode, by_key in by_mode.items():
+            if isinstance(tool, GitCalls) or tool.mode == mode:
+                by_key[key].add(tool, value)  # type: ignore[arg-type]
+
     for repeat in range(args.repeat):
         order = tools if repeat % 2 == 0 else tools[::-1]
         for tool in order:
-            log(f"{files:,} files, repeat {repeat + 1}/{args.repeat}: {tool.name}")
+            label = tool.name if isinstance(tool, GitCalls) else f"earshot ({tool.mode})"
+            log(f"{files:,} files, repeat {repeat + 1}/{args.repeat}: {label}")
             runs: list[tuple[str, Callable[[], None]]] = [
                 ("bash_true", lambda t=tool: t.bash("true")),
                 ("write_one", lambda t=tool, r=repeat: t.write(f"note-{r}.txt", b"x\n" * 40)),
@@ -195,40 +212,44 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> dict[str, Any]
                         f"do echo $i > new-{r}/f$i.txt; done"
                     ),
                 ),
-            ]
-            runs.append(
                 (
                     "exec_ten",
                     lambda t=tool, r=repeat: t.exec_writes(
                         [f"batch-{r}-{i}.txt" for i in range(10)], b"y\n" * 30
                     ),
-                )
-            )
+                ),
+            ]
             for key, action in runs:
-                by_key[key].add(tool, timed(action, args.sync))  # type: ignore[arg-type]
+                add(tool, key, timed(action, args.sync))
             tool.bash(edit_ten(tool.tree, names, repeat))  # the batch to undo, untimed
-            by_key["undo_ten"].add(tool, timed(tool.undo, args.sync))  # type: ignore[arg-type]
+            add(tool, "undo_ten", timed(tool.undo, args.sync))
     for tool in tools:
         tool.close()
     # What no Python client can go below: the interpreter and the modules the
     # thin client needs, started the same way.
-    floor = [
-        timed(
-            lambda: subprocess.run(
-                [sys.executable, "-c", "import socket, json, subprocess"], check=True
-            ),
-            False,
-        )
-        for _ in range(args.repeat)
+    floor = summarize(
+        [
+            timed(
+                lambda: subprocess.run(
+                    [sys.executable, "-c", "import socket, json, subprocess"], check=True
+                ),
+                False,
+            )
+            for _ in range(args.repeat)
+        ]
+    )
+    tree_bytes = sum(p.stat().st_size for p in trees["git"].rglob("*") if p.is_file())
+    return [
+        {
+            "python_floor_s": floor,
+            "files": files,
+            "shape": str(args.tree) if args.tree else args.shape,
+            "watch": mode,
+            "tree": {"bytes": tree_bytes},
+            "scenarios": [s.to_json() for s in by_mode[mode].values()],
+        }
+        for mode in args.watch
     ]
-    return {
-        "python_floor_s": summarize(floor),
-        "files": files,
-        "shape": str(args.tree) if args.tree else args.shape,
-        "watch": args.watch,
-        "tree": {"bytes": sum(p.stat().st_size for p in trees["git"].rglob("*") if p.is_file())},
-        "scenarios": [s.to_json() for s in scenarios],
-    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -241,9 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-sync", dest="sync", action="store_false")
     parser.add_argument(
         "--watch",
+        nargs="+",
         choices=("never", "always"),
-        default="never",
-        help="EARSHOT_WATCH for earshot's calls: never (no daemon) or always",
+        default=["never"],
+        help="EARSHOT_WATCH for earshot's calls: never (no daemon), always, or both",
     )
     parser.add_argument("--tree", type=Path, default=None, help="a real tree to copy and use")
     parser.add_argument(
@@ -259,13 +281,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     Path(args.work).mkdir(parents=True, exist_ok=True)
     machine = machine_info(Path(args.work), exe)
-    sizes = [bench_size(files, args, exe) for files in args.files]
+    sizes = [entry for files in args.files for entry in bench_size(files, args, exe)]
     doc = {"machine": machine, "sizes": sizes}
     Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
     print(machine_markdown(machine))
     for size in sizes:
         print()
+        print(f"EARSHOT_WATCH={size['watch']}, shape {size['shape']}")
         print(markdown_table(size))
+        floor = size["python_floor_s"]["median"]
+        print(f"python3 -c 'import socket, json, subprocess': {floor * 1000:.0f} ms")
     return 0
 
 

@@ -25,9 +25,14 @@ import os
 import signal
 import socket
 import sys
-from typing import Any
 
 from earshot.agent.watch import protocol
+
+# Importing typing costs a few ms of every call; annotations are not
+# evaluated here, so type checkers alone need it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The commands a daemon runs for a client.
 HOSTED = frozenset({"bash", "write", "edit", "exec", "undo", "redo", "log"})
