@@ -70,6 +70,18 @@ def parse_mountinfo(data: bytes) -> dict[str, str]:
     return types
 
 
+def mount_points(data: bytes) -> list[tuple[int, str]]:
+    """(mount id, mount point) of each line of /proc/self/mountinfo, in order."""
+    points = []
+    for line in data.split(b"\n"):
+        fields = line.split(b" ")
+        try:
+            points.append((int(fields[0]), _unescape(fields[4])))
+        except (ValueError, IndexError):
+            continue
+    return points
+
+
 class MountTable:
     """The mounts of this process, read on first use."""
 

@@ -385,9 +385,13 @@ class Project:
         dry_run: bool = False,
         progress: ProgressFn | None = None,
         note: str | None = None,
+        *,
+        before: Recorded | None = None,
     ) -> Restored:
         """Bring the root to ``target``; record the state before, so it can be undone.
 
+        ``before``: the current state, when the caller has just recorded it
+        (a watcher's scoped restage); else a full walk records it here.
         A dry run plans against the root as it is and records no snapshot.
         After a real restore the head is the state it left, recorded by a
         scoped restage of what it touched. An intent (kind ``restore``) is
@@ -401,7 +405,8 @@ class Project:
             with self.store.reader() as reader:
                 plan = plan_restore(reader, current, target_snap.tree, may_delete, str(self.root))
             return Restored(plan, None, None)
-        before = self.snapshot(note or f"before restore to {short(target)}", progress=progress)
+        if before is None:
+            before = self.snapshot(note or f"before restore to {short(target)}", progress=progress)
         return self._restore_from(target, target_snap, before, may_delete, None)
 
     def _unrecorded_targets(self, plan: RestorePlan, before: Recorded) -> list[str]:

@@ -6,11 +6,12 @@ import sys
 
 import click
 
+from earshot.cas.digest import short
 from earshot.cas.project import Project
 from earshot.cas.restore import delete_everything, keep_everything
 
 from . import render
-from .common import EXIT_SKIPPED, Progress, project_command
+from .common import EXIT_SKIPPED, Progress, project_command, tracker
 
 
 @click.command()
@@ -30,10 +31,22 @@ def restore(project: Project, as_json: bool, snapshot_id: str, dry_run: bool, fo
     deleted. Ignored files, .git and files too large to record are never touched.
     Exits 3 when some paths were skipped.
     """
+    from earshot.agent.core.vouched import mark_after, record_now
+
     target = project.resolve(snapshot_id)
     progress = Progress("scanning", enabled=True)
     rule = delete_everything if force else keep_everything
-    res = project.restore(target, may_delete=rule, dry_run=dry_run, progress=progress)
+    if dry_run:
+        res = project.restore(target, may_delete=rule, dry_run=True, progress=progress)
+    else:
+        # While the watch daemon vouches, the state before is a scoped restage
+        # of what it saw, not a walk; and the next call is vouched for again.
+        watch = tracker(project)
+        before, _ = record_now(
+            project, watch, f"before restore to {short(target)}", progress=progress
+        )
+        res = project.restore(target, may_delete=rule, progress=progress, before=before)
+        mark_after(project, watch)
     progress.done()
     doc, text = render.restored(res, target, dry_run)
     render.emit(doc, text, as_json)

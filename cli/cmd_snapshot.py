@@ -9,7 +9,7 @@ import click
 from earshot.cas.project import Project
 
 from . import render
-from .common import Progress, project_command, project_reader
+from .common import Progress, project_command, project_reader, tracker
 from .readonly import unless_recorded
 
 
@@ -21,15 +21,23 @@ def snapshot(project: Project, as_json: bool, message: str, paths: tuple[str, ..
     """Record the root as a snapshot and print its id.
 
     Unchanged files are not read again (stat cache). With no change since the
-    last snapshot, says so and reuses it. Given PATHs (relative to the root),
-    only those are re-read, on top of the last snapshot: a scoped restage that
-    does not walk the tree.
+    last snapshot, says so and reuses it. While the root's watch daemon has
+    watched since the last recorded state, only what it saw change is re-read
+    ("vouched": true in --json); otherwise the tree is walked. Given PATHs
+    (relative to the root), only those are re-read, on top of the last
+    snapshot: a scoped restage that does not walk the tree.
     """
+    from earshot.agent.core.vouched import record_now
+
     progress = Progress("scanning", enabled=True)
     start = time.perf_counter()
-    rec = project.restage(paths, message) if paths else project.snapshot(message, progress=progress)
+    if paths:
+        rec, vouched = project.restage(paths, message), False
+    else:
+        rec, vouched = record_now(project, tracker(project), message, progress=progress)
     progress.done()
     doc, text = render.recorded(rec, time.perf_counter() - start)
+    doc["vouched"] = vouched
     render.emit(doc, text, as_json)
 
 

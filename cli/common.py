@@ -156,7 +156,7 @@ def _project_command(func: F, finish: bool) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _tracker(project: Any) -> Any:
+def tracker(project: Any) -> Any:
     """The watch daemon's tracker for this root, started as $EARSHOT_WATCH says; or None.
 
     The engine then takes a scoped restage of what the daemon saw instead of
@@ -291,7 +291,7 @@ def _session_command(func: F, watch: bool) -> F:
         engine = Engine(
             project,
             record.id,
-            tracker=_tracker(project) if watch else None,
+            tracker=tracker(project) if watch else None,
             capture_output=kwargs.get("as_json", False),
             **runner,
         )

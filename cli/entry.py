@@ -1,12 +1,12 @@
 """The ``earshot`` console script: a thin client of the root's daemon, else the full CLI.
 
 For the calls an agent makes on every turn (``bash``, ``write``, ``edit``,
-``exec``, ``undo``, ``redo``, ``log``), a daemon watching the root runs the
-command in a worker that has everything imported and the watcher at hand
-(``earshot.cli.daemon``). This module finds it with the standard library
-alone: until a daemon answers, nothing else is imported, so a call without
-one costs a few milliseconds more than before, and a call with one costs a
-bare interpreter's start-up and a fork.
+``exec``, ``undo``, ``redo``, ``log``) and for ``snapshot`` and ``restore``,
+a daemon watching the root runs the command in a worker that has everything
+imported and the watcher at hand (``earshot.cli.daemon``). This module
+finds it with the standard library alone: until a daemon answers, nothing
+else is imported, so a call without one costs a few milliseconds more than
+before, and a call with one costs a bare interpreter's start-up and a fork.
 
 The client hands the worker its stdin, stdout and stderr, its environment,
 working directory and umask; runs the batch's shell commands itself, with
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 #: The commands a daemon runs for a client.
-HOSTED = frozenset({"bash", "write", "edit", "exec", "undo", "redo", "log"})
+HOSTED = frozenset({"bash", "write", "edit", "exec", "undo", "redo", "log", "snapshot", "restore"})
 _CONNECT_S = 0.5
 _HELLO_S = 2.0
 

@@ -55,7 +55,7 @@ class Ran:
     a hosted batch's command, and importing dataclasses costs it ~6 ms.
     """
 
-    __slots__ = ("returncode", "output", "interrupted_by")
+    __slots__ = ("interrupted_by", "output", "returncode")
 
     def __init__(
         self, returncode: int, output: str | None, interrupted_by: int | None = None

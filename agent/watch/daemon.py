@@ -18,7 +18,9 @@ started with a *host* (``earshot.cli.daemon``) runs whole earshot commands
 for thin clients: a ``run`` request comes with the client's stdin, stdout
 and stderr as descriptors, and the host owns the connection from then on.
 Only a peer of this user is answered (``SO_PEERCRED``); the socket is 0600
-in the store directory, with a symlink to it at ``protocol.alias_path``.
+in the store directory, with a symlink to it at ``protocol.alias_path``. A
+peer in another mount namespace sees other files than the watcher: it gets
+status and stop, a hello that hosts nothing, and a gap for every token.
 
 ``m`` is the sync point that answered, i.e. the next token. The epoch is
 ``<pid>-<start ns>``: a token of another epoch (a killed or restarted
@@ -68,6 +70,8 @@ if TYPE_CHECKING:
     Host = Callable[[socket.socket, dict[str, Any], list[int], bytes], None]
 
 DEFAULT_SETTLE_S = 5.0
+#: What a caller in another mount namespace is told instead of a token.
+ELSEWHERE = "the caller is in another mount namespace than the watch daemon"
 
 
 def take_lock(paths: DaemonPaths) -> int | None:
@@ -188,9 +192,13 @@ class Server:
         return alias
 
     def _serve(self, conn: socket.socket) -> None:
-        if not _same_user(conn):
+        peer = _peer_pid(conn)
+        if peer is None:
             conn.close()  # another user's process: not a word
             return
+        # A caller in another mount namespace (a container, ``unshare -m``)
+        # sees other files than the watcher: it is told nothing it could trust.
+        elsewhere = not _same_mount_namespace(peer)
         buf = b""
         with contextlib.ExitStack() as stack:
             stack.callback(conn.close)
@@ -211,14 +219,18 @@ class Server:
                 try:
                     parsed = json.loads(line)
                     doc = parsed if isinstance(parsed, dict) else {}
-                    if doc.get("op") == "run" and self.host is not None and len(fds) == 3:
+                    if elsewhere:
+                        _close_all(fds)
+                        reply = self.handle_elsewhere(doc)
+                    elif doc.get("op") == "run" and self.host is not None and len(fds) == 3:
                         self.last = time.monotonic()
                         self.hosted += 1
                         stack.pop_all()  # the host owns the connection now
                         self.host(conn, doc, fds, buf)
                         return
-                    _close_all(fds)
-                    reply = self.handle(doc)
+                    else:
+                        _close_all(fds)
+                        reply = self.handle(doc)
                 except Exception as exc:  # a bad request must not end the daemon
                     _close_all(fds)
                     reply = {"error": repr(exc)}
@@ -259,6 +271,15 @@ class Server:
             return {"stopping": True, "pid": os.getpid()}
         return {"error": f"unknown op {op!r}"}
 
+    def handle_elsewhere(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """A request from another mount namespace: status and stop, never a token."""
+        op = doc.get("op")
+        if op in ("status", "stop"):
+            return self.handle(doc)
+        if op == "hello":
+            return {"build": self.build, "hosts": False, "pid": os.getpid()}
+        return {"gap": ELSEWHERE, "error": ELSEWHERE}
+
     def _changed_since(self, token: object, epoch: object) -> dict[str, Any]:
         if epoch != self.epoch:
             now = self.watcher.token()
@@ -277,14 +298,22 @@ class Server:
         return reply
 
 
-def _same_user(conn: socket.socket) -> bool:
-    """Whether the peer runs as this user (SO_PEERCRED: pid, uid, gid)."""
+def _peer_pid(conn: socket.socket) -> int | None:
+    """The peer's pid when it runs as this user (SO_PEERCRED: pid, uid, gid); else None."""
     try:
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     except OSError:
+        return None
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return int(pid) if uid == os.getuid() else None
+
+
+def _same_mount_namespace(pid: int) -> bool:
+    """Whether process ``pid`` sees the mounts this daemon sees (unknown: no)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt")
+    except OSError:
         return False
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return bool(uid == os.getuid())
 
 
 def _close_all(fds: list[int]) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 
 from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, InotifyFD, WatchDescriptor
 
+from earshot.agent.watch.mounts import MountWatch
 from earshot.agent.watch.tree import (
     COOKIE_MASK,
     SELF_EVENTS,
@@ -109,6 +110,7 @@ class Watcher:
         self._events = self._overflows = 0
         self._settle_ns: deque[int] = deque(maxlen=200)
         self.fstype: str | None = None
+        self._mounts: MountWatch | None = None
 
     # -- life ---------------------------------------------------------------
 
@@ -134,10 +136,14 @@ class Watcher:
                 self._give_up(str(stop))
             except OSError as exc:
                 self._give_up(f"cannot watch: {exc}")
+        self._mounts = MountWatch(self.root, self._mounts_changed).start()
         return self
 
     def stop(self) -> None:
         self._stopping = True
+        mounts, self._mounts = self._mounts, None
+        if mounts is not None:
+            mounts.stop()
         fd, self._fd = self._fd, None
         with self._lock:
             for waiter in self._waiters.values():
@@ -310,6 +316,34 @@ class Watcher:
         self._note(rel)
         if name in _IGNORE_FILES:
             self._rules_changed(tree, here)
+
+    def _mounts_changed(self, points: set[str]) -> None:
+        """Mounts came or went below the root (on the mount thread).
+
+        What is on disk there changed without an event: a gap, and the
+        points are watched afresh (the new file system's root, or the
+        directory an unmount uncovered).
+        """
+        with self._lock:
+            if self._stopping or self._degraded is not None or self._tree is None:
+                return
+            first = sorted(points)[0]
+            self._gap("mount", f"a file system was mounted or unmounted at {first}")
+            tree = self._tree
+            for rel in sorted(points):
+                parent = rel.rpartition("/")[0]
+                if parent and parent not in tree.by_rel:
+                    continue  # below what is watched (ignored, excluded): nothing to re-watch
+                tree.unwatch(rel)
+                try:
+                    if os.path.isdir(os.path.join(self.root, rel)):
+                        tree.rewalk(rel)
+                except GiveUp as stop:
+                    self._give_up(str(stop))
+                    return
+                except OSError:
+                    continue  # gone again; the gap already says it
+                self._note(rel)
 
     def _rules_changed(self, tree: WatchTree, here: WatchedDir) -> None:
         """An ignore file changed: re-decide what is watched below its directory."""

@@ -11,6 +11,9 @@ import pytest
 if TYPE_CHECKING:
     from earshot_cli import Cli
 
+# Once in-process, once through the root's daemon (scoped restages of what it saw).
+pytestmark = pytest.mark.both_modes
+
 
 def _base(cli: Cli) -> str:
     """A small tree with a subdirectory, an executable and a symlink; its snapshot id."""

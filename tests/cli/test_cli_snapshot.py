@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 from earshot_cli import EARSHOT
 
+# Once in-process, once through the root's daemon (scoped restages of what it saw).
+pytestmark = pytest.mark.both_modes
+
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
 

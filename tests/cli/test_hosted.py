@@ -226,6 +226,33 @@ def test_the_peer_check_refuses_another_uid(monkeypatch: pytest.MonkeyPatch) -> 
 
     left, right = socket.socketpair()
     with left, right:
-        assert daemon._same_user(left)
+        assert daemon._peer_pid(left) == os.getpid()
         monkeypatch.setattr(daemon.os, "getuid", lambda: os.geteuid() + 1)
-        assert not daemon._same_user(left)
+        assert daemon._peer_pid(left) is None
+
+
+def test_a_caller_in_another_mount_namespace_is_neither_hosted_nor_vouched_for(
+    served: Cli,
+) -> None:
+    # The daemon's watcher cannot see a tmpfs mounted in the caller's own
+    # namespace: trusting it would record "nothing changed" over real files.
+    sid = served.new_session()
+    served.run("bash", "mkdir -p t && echo a > a.txt", session=sid)
+    served.run("snapshot")
+    hosted = _status(served)["hosted_calls"]
+    script = (
+        f"mount -t tmpfs tmpfs t && echo hidden > t/f && echo mounted && {EARSHOT} snapshot --json"
+    )
+    ran = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script],
+        cwd=served.root,
+        env=served.env(sid),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.stdout.startswith("mounted\n"), ran.stderr
+    doc = json.loads(ran.stdout.split("\n", 1)[1])
+    assert doc["vouched"] is False and doc["files"] == 2, doc  # a.txt and t/f
+    assert _status(served)["hosted_calls"] == hosted  # ran in-process, in its namespace

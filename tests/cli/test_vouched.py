@@ -1,0 +1,132 @@
+"""`earshot snapshot` and `restore` while the root's daemon watches: scoped, and exact.
+
+The state they record is the watch mark's tree plus what the daemon saw
+since; each test checks it against what a full walk records (a daemon-less
+snapshot of the same tree is then "reused": the same tree).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from earshot_cli import EARSHOT, Cli
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
+
+
+def _walked(cli: Cli) -> dict[str, object]:
+    """A snapshot by a full walk, with no daemon asked."""
+    cli.run("watch", "--stop", expect=None)
+    doc: dict[str, object] = cli.json("snapshot")
+    assert doc["vouched"] is False
+    return doc
+
+
+def _tree(top: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(top)): p.read_bytes()
+        for p in sorted(top.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def test_a_snapshot_reads_only_what_the_daemon_saw_and_records_what_a_walk_would(
+    cli: Cli,
+) -> None:
+    for i in range(30):
+        cli.write(f"d{i % 3}/f{i}.txt", f"{i}\n")
+    cli.run("watch")
+    first = cli.json("snapshot")
+    assert first["vouched"] is False  # no mark yet: a walk, which leaves one
+    cli.write("d0/f0.txt", "edited\n")
+    (cli.root / "d1" / "f1.txt").unlink()
+    cli.write("new/deep/g.txt", "new\n")
+    doc = cli.json("snapshot")
+    assert doc["vouched"] is True and doc["files_read"] == 2, doc
+    assert doc["files"] == 30
+    again = cli.json("snapshot")
+    assert again["vouched"] is True and again["reused"] is True
+    walked = _walked(cli)
+    assert walked["reused"] is True and walked["id"] == doc["id"]  # the very same tree
+
+
+def test_a_restore_records_the_state_before_from_the_daemon_and_vouches_after_it(
+    cli: Cli,
+) -> None:
+    for i in range(20):
+        cli.write(f"src/f{i}.txt", f"{i}\n")
+    cli.run("watch")
+    target = cli.json("snapshot")["id"]
+    wanted = _tree(cli.root)
+    cli.write("src/f3.txt", "changed\n")
+    (cli.root / "src" / "f4.txt").unlink()
+    cli.write("extra.txt", "extra\n")
+    restored = cli.json("restore", target, "--force")
+    assert sorted(restored["written"]) == ["src/f3.txt", "src/f4.txt"]
+    assert restored["deleted"] == ["extra.txt"]
+    assert _tree(cli.root) == wanted
+    before = restored["before"]
+    cli.run("restore", before, "--force")  # the state before holds the edits
+    assert (cli.root / "src" / "f3.txt").read_text() == "changed\n"
+    assert not (cli.root / "src" / "f4.txt").exists()
+    assert (cli.root / "extra.txt").read_text() == "extra\n"
+    cli.write("after.txt", "a change made after the restore\n")
+    doc = cli.json("snapshot")  # the restore left a mark: vouched, and complete
+    assert doc["vouched"] is True and doc["files_read"] == 1, doc
+    walked = _walked(cli)
+    assert walked["reused"] is True and walked["id"] == doc["id"]
+
+
+def test_after_the_daemon_restarts_a_snapshot_walks_and_misses_nothing(cli: Cli) -> None:
+    cli.write("a.txt", "a\n")
+    cli.run("watch")
+    cli.run("snapshot")
+    cli.run("watch", "--stop")
+    cli.write("a.txt", "edited while nothing watched\n")  # no daemon saw this
+    cli.run("watch")
+    doc = cli.json("snapshot")
+    assert doc["vouched"] is False and doc["reused"] is False, doc
+    cli.run("watch", "--stop")
+    assert cli.json("snapshot")["reused"] is True
+
+
+def test_a_file_system_mounted_under_the_root_after_the_daemon_started_is_recorded(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # inotify on a directory does not see into what is mounted over it later:
+    # the daemon must stop vouching when the mount table changes under the root.
+    (cli.root / "t").mkdir()
+    cli.write("a.txt", "a\n")
+    env = cli.env()
+    script = (
+        f"{EARSHOT} watch && {EARSHOT} snapshot >/dev/null && "
+        "mount -t tmpfs tmpfs t && echo hidden > t/f && echo mounted && "
+        f"{EARSHOT} snapshot --json && "
+        # Unmounted: t is the directory below again, and what is made there counts.
+        "umount t && sleep 0.2 && echo under > t/g && echo unmounted && "
+        f"{EARSHOT} snapshot --json && echo under2 > t/h && echo again && "
+        f"{EARSHOT} snapshot --json; {EARSHOT} watch --stop >/dev/null"
+    )
+    ran = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script],
+        cwd=cli.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "again\n" in ran.stdout, ran.stdout + ran.stderr
+    _, mounted, unmounted, again = re.split(
+        r"^(?:mounted|unmounted|again)$", ran.stdout, flags=re.M
+    )
+    assert json.loads(mounted)["files"] == 2  # a.txt and t/f
+    assert json.loads(unmounted)["files"] == 2  # a.txt and t/g: t/f went with the tmpfs
+    doc = json.loads(again)
+    assert doc["files"] == 3 and doc["vouched"] is True, doc  # watched again below t
+    assert sorted(p.name for p in (cli.root / "t").iterdir()) == ["g", "h"]
