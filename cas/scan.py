@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .digest import Digest, blob_digest
 from .errors import EarshotError
+from .gitindex import NO_INDEX
 from .ignore import IgnoreRules
 from .mounts import MountTable
 from .objects import ObjectWriter
@@ -260,7 +261,11 @@ class Scanner:
         """Revisit the names a directory held last time; None if one has gone."""
         new: dict[str, EntryKey] = {}
         lstat = os.lstat
-        judged = bool(record.index_tag)
+        # A directory kept although ignored (the index tracks something in it)
+        # passes its rules on as "below ignored". With no index nothing is
+        # kept so: no pattern is matched, and no level compiled (95 of the
+        # kernel tree's, ~0.2 s of a no-change snapshot).
+        judged = bool(record.index_tag) and record.index_tag != NO_INDEX
         for name, cached in record.entries.items():
             full = f"{path}/{name}"
             try:
