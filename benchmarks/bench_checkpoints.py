@@ -274,8 +274,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="generated",
         help="the tree's shape when no --tree is given (--files counts its files)",
     )
+    parser.add_argument(
+        "--earshot", default=default_earshot(), help="the earshot executable (a regular install)"
+    )
     args = parser.parse_args(argv)
-    exe = default_earshot()
+    exe = args.earshot
     if exe is None:
         print("earshot is not installed beside this python", file=sys.stderr)
         return 2
