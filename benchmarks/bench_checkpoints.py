@@ -89,6 +89,13 @@ class EarshotCalls:
     def undo(self) -> None:
         self._run("undo", ok=(0, 3))
 
+    def snapshot(self) -> str:
+        doc = json.loads(self._run("snapshot", "--json"))
+        return str(doc["id"])
+
+    def restore(self, ref: str) -> None:
+        self._run("restore", ref, "--force", ok=(0, 3))
+
     def close(self) -> None:
         self._run("watch", "--stop", ok=(0, 1))
 
@@ -122,6 +129,12 @@ class GitCalls:
     def undo(self) -> None:
         head = self.git.git("rev-parse", "HEAD~1").strip()
         self.git.restore_reset_clean(head)
+
+    def snapshot(self) -> str:
+        return self.git.snapshot("snapshot")
+
+    def restore(self, ref: str) -> None:
+        self.git.restore_reset_clean(ref)
 
     def close(self) -> None:
         return None
@@ -187,6 +200,10 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> list[dict[str,
             Scenario("bash_ten", "per call: `bash` creating 10 files", "s"),
             Scenario("exec_ten", "per call: an exec batch of 10 write_file calls", "s"),
             Scenario("undo_ten", "undo a 10-file batch (git: reset --hard + clean)", "s"),
+            Scenario("snapshot_same", "`snapshot`, nothing changed (git: add -A + commit)", "s"),
+            Scenario(
+                "restore_ten", "`restore --force`, 10 files differ (git: reset --hard + clean)", "s"
+            ),
         ]
 
     by_mode = {mode: {s.key: s for s in scenarios()} for mode in args.watch}
@@ -223,6 +240,10 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> list[dict[str,
                 add(tool, key, timed(action, args.sync))
             tool.bash(edit_ten(tool.tree, names, repeat))  # the batch to undo, untimed
             add(tool, "undo_ten", timed(tool.undo, args.sync))
+            add(tool, "snapshot_same", timed(tool.snapshot, args.sync))
+            target = tool.snapshot()
+            tool.bash(edit_ten(tool.tree, names, repeat + 100))  # what the restore undoes
+            add(tool, "restore_ten", timed(lambda t=tool, s=target: t.restore(s), args.sync))
     for tool in tools:
         tool.close()
     # What no Python client can go below: the interpreter and the modules the

@@ -162,16 +162,9 @@ def tracker(project: Any) -> Any:
     The engine then takes a scoped restage of what the daemon saw instead of
     walking the tree; without one it falls back to the policy's full restages.
     """
-    from earshot.agent.core.policy import budget_from_env
     from earshot.agent.watch.client import tracker_for
 
-    return tracker_for(
-        project.root,
-        project.home,
-        restage_cost_ns=project.full_restage_cost_ns(),
-        budget_ns=budget_from_env(),
-        module=DAEMON,
-    )
+    return tracker_for(project.root, project.home, module=DAEMON)
 
 
 def session_command(func: F) -> F:

@@ -104,8 +104,10 @@ def earshot_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def no_watch_daemon_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Commands never start a watch daemon by themselves in tests.
 
-    With EARSHOT_WATCH=auto a test that lowers the restage budget would start
-    real daemons and change what it measures; watcher tests ask explicitly.
+    With EARSHOT_WATCH=auto (the default) every mutating command would start
+    one, and leave it running after the test; tests that run through a
+    daemon ask for it (``both_modes``, ``earshot watch``), and one test runs
+    the default end to end (tests/cli/test_hosted.py).
     """
     monkeypatch.setenv("EARSHOT_WATCH", "never")
 

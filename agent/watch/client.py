@@ -37,8 +37,6 @@ DEFAULT_IDLE_S = 1800.0
 #: Long enough for the daemon's own settle timeout (5 s) to answer first.
 REPLY_TIMEOUT = 7.0
 CONNECT_TIMEOUT = 0.5
-_BUDGET_ENV = "EARSHOT_RESTAGE_BUDGET_MS"  # the engine's restage budget
-_DEFAULT_BUDGET_NS = 200_000_000
 _LOG_CAP = 1 << 20
 #: Exit status of a daemon start that found one running.
 ALREADY_RUNNING = 3
@@ -235,20 +233,11 @@ class DaemonTracker:
         self._conn.close()
 
 
-def _budget_ns() -> int:
-    try:
-        return int(float(os.environ[_BUDGET_ENV]) * 1_000_000)
-    except (KeyError, ValueError):
-        return _DEFAULT_BUDGET_NS
-
-
 def ensure_daemon(
     root: str | os.PathLike[str],
     home: Path | None = None,
     mode: str | None = None,
     *,
-    restage_cost_ns: int | None = None,
-    budget_ns: int | None = None,
     idle_timeout: float = DEFAULT_IDLE_S,
     wait: float = 2.0,
     module: str = DAEMON_MODULE,
@@ -256,9 +245,12 @@ def ensure_daemon(
     """Start the root's daemon if the mode says so; True if one runs (or is starting).
 
     ``never``: never start one (one already running is still used).
-    ``always``: start one. ``auto``: start one when the last full restage of
-    this root cost more than the restage budget, i.e. exactly when the
-    policy would otherwise fold a command's changes into the next snapshot.
+    ``always`` and ``auto``: start one. ``auto`` once started one only when a
+    full restage of the root cost more than the restage budget; measured
+    since the daemon hosts whole calls, a call through it costs a quarter of
+    one without it at every tree size from 2,000 files up
+    (benchmarks/RESULTS.md, "When to start the daemon"), so ``auto`` now
+    starts one for every root, on the first command that changes files.
     A daemon started here is waited for up to ``wait`` seconds (0.2 s at 10k
     files, 0.6 s at 100k here), so this process's tokens are already good.
     """
@@ -270,9 +262,6 @@ def ensure_daemon(
         return True
     if mode == "never":
         return False
-    budget = _budget_ns() if budget_ns is None else budget_ns
-    if mode == "auto" and (restage_cost_ns is None or restage_cost_ns <= budget):
-        return False
     return start_daemon(paths, idle_timeout, wait, module=module)[0] is not None
 
 
@@ -281,14 +270,10 @@ def tracker_for(
     home: Path | None = None,
     mode: str | None = None,
     *,
-    restage_cost_ns: int | None = None,
-    budget_ns: int | None = None,
     module: str = DAEMON_MODULE,
 ) -> DaemonTracker | None:
     """The tracker a command should use: the daemon's, or None (no watcher)."""
-    if ensure_daemon(
-        root, home, mode, restage_cost_ns=restage_cost_ns, budget_ns=budget_ns, module=module
-    ):
+    if ensure_daemon(root, home, mode, module=module):
         return DaemonTracker(root, home)
     return None
 

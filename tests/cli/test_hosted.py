@@ -256,3 +256,19 @@ def test_a_caller_in_another_mount_namespace_is_neither_hosted_nor_vouched_for(
     doc = json.loads(ran.stdout.split("\n", 1)[1])
     assert doc["vouched"] is False and doc["files"] == 2, doc  # a.txt and t/f
     assert _status(served)["hosted_calls"] == hosted  # ran in-process, in its namespace
+
+
+def test_the_default_mode_starts_the_daemon_and_the_next_call_goes_through_it(
+    cli: Cli,
+) -> None:
+    sid = cli.new_session()
+    env = {k: v for k, v in cli.env(sid).items() if k != "EARSHOT_WATCH"}  # auto
+    try:
+        cli.run("bash", "echo one > one.txt", env=env)  # in-process: it starts the daemon
+        assert _status(cli)["pid"] > 0
+        cli.run("bash", "echo two > two.txt", env=env)
+        assert _status(cli)["hosted_calls"] == 1
+        cli.run("undo", env=env)
+        assert not (cli.root / "two.txt").exists() and (cli.root / "one.txt").exists()
+    finally:
+        cli.run("watch", "--stop", expect=None)
