@@ -437,13 +437,18 @@ class SizeRun:
 # Orchestration
 
 
-def make_trees(work: Path, files: int, seed: int, names: Sequence[str]) -> tuple[list[Path], float]:
-    """Generate one identical tree per name; return them and the mean seconds per tree."""
+def make_trees(
+    work: Path, files: int, seed: int, names: Sequence[str], source: Path | None = None
+) -> tuple[list[Path], float]:
+    """One identical tree per name (generated, or a copy of ``source``); the mean seconds."""
     trees, seconds = [], []
     for name in names:
         tree = work / f"tree-{name}"
         start = time.perf_counter()
-        gen_tree.generate(tree, files, seed)
+        if source is not None:
+            subprocess.run(["cp", "-a", str(source), str(tree)], check=True)
+        else:
+            gen_tree.generate(tree, files, seed)
         seconds.append(time.perf_counter() - start)
         trees.append(tree)
         log(f"{files} files: generated {tree} in {seconds[-1]:.1f} s")
@@ -460,7 +465,7 @@ def bench_size(
         shutil.rmtree(work)
     work.mkdir(parents=True)
     names = ["git"] if args.peer_only else ["earshot", "git"]
-    trees, gen_seconds = make_trees(work, files, args.seed, names)
+    trees, gen_seconds = make_trees(work, files, args.seed, names, args.tree)
     tree_doc: dict[str, Any] = {
         **gen_tree.describe(trees[0], compression=args.compression),
         "seed": args.seed,
@@ -507,6 +512,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, default=BENCH_DIR / "work")
     p.add_argument("--peer-only", action="store_true", help="time git only")
     p.add_argument("--earshot", default=default_earshot(), help="the earshot executable")
+    p.add_argument(
+        "--tree", type=Path, default=None, help="a real tree to copy, instead of generating one"
+    )
     p.add_argument("--keep-work", action="store_true", help="keep trees and stores afterwards")
     p.add_argument(
         "--no-sync", dest="sync", action="store_false", help="no os.sync() before each timing"
@@ -520,6 +528,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if not args.peer_only and not args.earshot:
         p.error("no earshot executable found; pass --earshot or --peer-only")
     args.work_dir = args.work_dir.absolute()
+    if args.tree is not None:  # one size: the real tree's
+        args.files = [sum(len(f) for _, _, f in os.walk(args.tree))]
     return args
 
 
