@@ -30,7 +30,6 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Final, NamedTuple
 
 import blake3
-from pathspec.patterns.gitignore.basic import GitIgnoreBasicPattern
 
 from .gitindex import NO_INDEX, GitIndex, PathsCache
 from .gitrepo import GIT, GitRepo, enclosing_repo, repo_at
@@ -58,6 +57,8 @@ class _Pattern(NamedTuple):
 def _glob(segment: str) -> str:
     # pathspec's wildmatch for one path segment: *, ?, [...], backslash escapes.
     # An unclosed "[" raises: in git it makes the whole pattern match nothing.
+    from pathspec.patterns.gitignore.basic import GitIgnoreBasicPattern
+
     return GitIgnoreBasicPattern._translate_segment_glob(segment, "raise")
 
 
@@ -199,11 +200,29 @@ class _Level:
     shared by the rules of every directory below it, and compiled on first use:
     a scan the stat cache vouches for matches no name at all."""
 
-    __slots__ = ("_kinds", "patterns")
+    __slots__ = ("_kinds", "_patterns", "_prefix", "_present")
 
-    def __init__(self, patterns: tuple[_Pattern, ...]) -> None:
-        self.patterns = patterns
+    def __init__(
+        self,
+        prefix: str,
+        present: tuple[tuple[str, bytes], ...],
+        patterns: tuple[_Pattern, ...] | None = None,
+    ) -> None:
+        self._prefix = prefix
+        self._present = present
+        self._patterns = patterns
         self._kinds: tuple[_Kind, _Kind] | None = None
+
+    @property
+    def patterns(self) -> tuple[_Pattern, ...]:
+        """The level's patterns, parsed on first use (parsing imports pathspec: ~12 ms)."""
+        if self._patterns is None:
+            self._patterns = tuple(
+                pattern
+                for name, data in self._present
+                for pattern in _parse(data, self._prefix, own=name == ".earshotignore")
+            )
+        return self._patterns
 
     def _compiled(self) -> tuple[_Kind, _Kind]:
         if self._kinds is None:
@@ -256,19 +275,14 @@ _LEVELS_KEPT = 4096
 
 def _level(prefix: str, present: tuple[tuple[str, bytes], ...]) -> _Level | None:
     """The compiled level of ignore files ``present`` in the directory ``prefix``."""
+    if not any(data.strip() for _, data in present):
+        return None
     key = (prefix, present)
     level = _LEVELS.get(key)
     if level is None:
-        patterns = [
-            pattern
-            for name, data in present
-            for pattern in _parse(data, prefix, own=name == ".earshotignore")
-        ]
-        if not patterns:
-            return None
         if len(_LEVELS) >= _LEVELS_KEPT:
             _LEVELS.clear()  # a bound, not an LRU
-        level = _LEVELS[key] = _Level(tuple(patterns))
+        level = _LEVELS[key] = _Level(prefix, present)
     return level
 
 
@@ -398,7 +412,7 @@ class IgnoreRules:
         patterns, earshot's own, reach across.
         """
         own = tuple(
-            _Level(patterns)
+            _Level("", (), patterns)
             for level in self._levels
             if (patterns := tuple(p for p in level.patterns if p.own))
         )

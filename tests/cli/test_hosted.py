@@ -272,3 +272,35 @@ def test_the_default_mode_starts_the_daemon_and_the_next_call_goes_through_it(
         assert not (cli.root / "two.txt").exists() and (cli.root / "one.txt").exists()
     finally:
         cli.run("watch", "--stop", expect=None)
+
+
+def test_two_hosted_calls_at_once_on_one_root_are_both_recorded_as_in_process(
+    served: Cli,
+) -> None:
+    # Two sessions, two workers, commands running side by side: as in-process,
+    # the project lock orders the records, each batch holds its own command's
+    # file, and what a tree diff found beside another batch is "ambiguous":
+    # undo never deletes an ambiguous creation.
+    first, second = served.new_session(), served.new_session()
+    procs = [
+        subprocess.Popen(
+            [str(EARSHOT), "bash", f"sleep 2; echo {sid} > {name}"],
+            cwd=served.root,
+            env=served.env(sid),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for sid, name in ((first, "a.txt"), (second, "b.txt"))
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    assert _status(served)["hosted_calls"] >= 2
+    for sid, name in ((first, "a.txt"), (second, "b.txt")):
+        (batch,) = served.json("log", session=sid)["batches"]
+        changes = {c["path"]: c for c in batch["changes"]}
+        assert name in changes, batch
+        assert all(c.get("ambiguous") for c in changes.values()), batch
+    served.run("undo", session=first, expect=None)
+    assert (served.root / "a.txt").exists() and (served.root / "b.txt").exists()
