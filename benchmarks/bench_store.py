@@ -80,7 +80,9 @@ class EarshotTool:
         self.last_seconds: float | None = None  # the command's own "seconds", if it says
 
     def _run(self, *args: str, ok: Sequence[int] = (0,)) -> dict[str, Any]:
-        env = {**os.environ, "EARSHOT_HOME": str(self.home)}
+        # No watch daemon: these are the store's own figures (a walk per
+        # snapshot); bench_checkpoints.py times the same commands with one.
+        env = {**os.environ, "EARSHOT_HOME": str(self.home), "EARSHOT_WATCH": "never"}
         argv = [self.exe, *args, "--root", str(self.tree), "--json"]
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
         if proc.returncode not in ok:
