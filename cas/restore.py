@@ -180,7 +180,8 @@ class _Planner:
                 if cur is not None:
                     plan.deletes.append((path, cur))
                 return True
-            self.tree(path + "/", cur.digest, tgt.digest, self.inner(path, rules, tgt.digest))
+            if cur.digest != tgt.digest:  # an equal subtree costs nothing, not even its rules
+                self.tree(path + "/", cur.digest, tgt.digest, self.inner(path, rules, tgt.digest))
             if cur.mode != tgt.mode:
                 plan.chmods.append((path, tgt))
             return True
