@@ -34,22 +34,33 @@ def mounts_under(root: str, source: str = MOUNTINFO) -> set[tuple[int, str]]:
 class MountWatch:
     """Calls ``changed(points)`` (root-relative) when mounts below the root come or go."""
 
-    def __init__(self, root: str, changed: Callable[[set[str]], None]) -> None:
+    def __init__(
+        self,
+        root: str,
+        changed: Callable[[set[str]], None],
+        failed: Callable[[str], None],
+    ) -> None:
         self.root = root.rstrip("/") or "/"
         self.changed = changed
+        #: Told why the thread stopped watching the mount table: mounts would
+        #: then come and go unseen, so the watcher must stop vouching.
+        self.failed = failed
         self._stop_r, self._stop_w = os.pipe()
         self._thread: threading.Thread | None = None
-        self.known = mounts_under(self.root)
+        self._armed = threading.Event()
+        self.known: set[tuple[int, str]] = set()
 
     def start(self) -> MountWatch:
         try:
             fd = os.open(MOUNTINFO, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return self  # no /proc: nothing to wait on (IN_UNMOUNT still reports unmounts)
+        except OSError as exc:
+            self.failed(f"cannot watch the mount table ({exc.strerror})")
+            return self
         self._thread = threading.Thread(
             target=self._run, args=(fd,), name="earshot-mounts", daemon=True
         )
         self._thread.start()
+        self._armed.wait(timeout=5)  # from here on, every change wakes the thread
         return self
 
     def stop(self) -> None:
@@ -65,6 +76,8 @@ class MountWatch:
         poller.register(self._stop_r, select.POLLIN)
         try:
             os.read(fd, 1 << 20)  # the table is "seen" once read: only later changes wake us
+            self.known = mounts_under(self.root)
+            self._armed.set()
             while True:
                 events = dict(poller.poll())
                 if self._stop_r in events:
@@ -76,7 +89,8 @@ class MountWatch:
                 self.known = now
                 if came_or_went:
                     self.changed({os.path.relpath(p, self.root) for p in came_or_went})
-        except OSError:
-            return
+        except Exception as exc:
+            self.failed(f"stopped watching the mount table: {exc!r}")
         finally:
+            self._armed.set()
             os.close(fd)

@@ -127,6 +127,8 @@ class Watcher:
             return self
         fd.start()
         self._fd = fd
+        # Before the walk: a mount that comes or goes while it runs is a gap.
+        self._mounts = MountWatch(self.root, self._mounts_changed, self._mounts_lost).start()
         with self._lock:
             self._tree = WatchTree(self.root, fd, self, self.exclude)
             try:
@@ -136,7 +138,6 @@ class Watcher:
                 self._give_up(str(stop))
             except OSError as exc:
                 self._give_up(f"cannot watch: {exc}")
-        self._mounts = MountWatch(self.root, self._mounts_changed).start()
         return self
 
     def stop(self) -> None:
@@ -324,6 +325,19 @@ class Watcher:
         points are watched afresh (the new file system's root, or the
         directory an unmount uncovered).
         """
+        try:
+            self._remount(points)
+        except Exception as exc:  # never leave a wrong view vouched for: stop vouching
+            log.exception("watcher failed on a mount change", root=self.root)
+            with self._lock:
+                self._give_up(f"internal error on a mount change: {exc!r}")
+
+    def _mounts_lost(self, reason: str) -> None:
+        if not self._stopping:
+            with self._lock:
+                self._give_up(reason)
+
+    def _remount(self, points: set[str]) -> None:
         with self._lock:
             if self._stopping or self._degraded is not None or self._tree is None:
                 return

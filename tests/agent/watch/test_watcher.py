@@ -433,3 +433,20 @@ def test_a_vanished_cookie_directory_is_watched_again(root: Path, data_dir: Path
         (root / "a").write_text("x")
         assert w.changed_since(t) == {"a"}
         assert os.path.isdir(w.cookie_dir)
+
+
+def test_a_watcher_that_cannot_watch_the_mount_table_stops_vouching(
+    root: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Mounts would come and go under the root unseen: every answer is a gap.
+    from earshot.agent.watch import mounts
+
+    monkeypatch.setattr(mounts, "MOUNTINFO", str(root / "no-such-mountinfo"))
+    w = Watcher(root, data_dir).start()
+    try:
+        token = w.token()
+        (root / "x").write_text("x")
+        assert w.changed_since(token) is None
+        assert "mount table" in str(w.status()["degraded"])
+    finally:
+        w.stop()
