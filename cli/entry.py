@@ -155,7 +155,7 @@ def _through_daemon(argv: list[str]) -> int | None:
         sock.close()
         return None  # nothing ran: the full CLI runs here
     try:
-        return _follow(channel)
+        return _follow(channel)  # None: the daemon ran nothing, the full CLI runs here
     finally:
         sock.close()
 
@@ -168,24 +168,46 @@ def _stop(channel: _Channel) -> None:
         pass
 
 
-def _follow(channel: _Channel) -> int:
-    """Serve the worker until it is done; its exit code."""
+def _follow(channel: _Channel) -> int | None:
+    """Serve the worker until it is done; its exit code.
+
+    None when the daemon ran nothing: it refused the call (no fork), or the
+    connection ended before a worker said it exists. A worker announces
+    itself before it touches anything, so the call can then run here as if
+    no daemon answered; once it has, the call is never run twice.
+    """
     worker: list[int] = []
+    pending: list[int] = []  # signals that came before the worker said its pid
 
     def forward(signum: int, frame: object) -> None:
-        if worker:
-            with contextlib.suppress(OSError):
-                os.kill(worker[0], signum)
+        if not worker:
+            pending.append(signum)
+            return
+        with contextlib.suppress(OSError):
+            os.kill(worker[0], signum)
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, forward)
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {sig: signal.signal(sig, forward) for sig in handled}
+    code = _serve(channel, worker, pending)
+    if code is None and pending:
+        return 128 + pending[0]  # stopped before anything ran
+    if code is None:  # the full CLI runs here next, with this process's own handlers
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    return code
+
+
+def _serve(channel: _Channel, worker: list[int], pending: list[int]) -> int | None:
     while True:
         doc = channel.read()
         if doc is None:
-            return _lost()
+            return _lost() if worker else None
         op = doc.get("op")
         if op == "worker":
             worker[:] = [int(doc["pid"])]
+            for signum in pending:  # what came before it reaches it now
+                with contextlib.suppress(OSError):
+                    os.kill(worker[0], signum)
         elif op == "command":
             ended = _run(channel, doc)
             try:
@@ -195,9 +217,7 @@ def _follow(channel: _Channel) -> int:
         elif op == "done":
             return int(doc.get("rc", 1))
         elif op == "refused":
-            error = doc.get("error")
-            print(f"earshot: the watch daemon could not run the call: {error}", file=sys.stderr)
-            return 1
+            return None
 
 
 def _lost() -> int:

@@ -304,3 +304,39 @@ def test_two_hosted_calls_at_once_on_one_root_are_both_recorded_as_in_process(
         assert all(c.get("ambiguous") for c in changes.values()), batch
     served.run("undo", session=first, expect=None)
     assert (served.root / "a.txt").exists() and (served.root / "b.txt").exists()
+
+
+@pytest.mark.parametrize("answer", [b'{"op": "refused", "error": "no fork"}\n', b""])
+def test_a_daemon_that_runs_nothing_leaves_the_call_to_run_here(
+    cli: Cli, tmp_path: Path, answer: bytes
+) -> None:
+    # A stand-in that says hello as this build does, then refuses the run or
+    # hangs up before any worker exists: nothing ran, so the call runs
+    # in-process, once, and is recorded.
+    alias = Path(protocol.alias_path(str(cli.home), os.path.realpath(cli.root)))
+    alias.parent.mkdir(parents=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "standin.sock"))
+    listener.listen(4)
+    alias.symlink_to(tmp_path / "standin.sock")
+    hello = {"v": protocol.PROTOCOL, "build": protocol.build_id(), "hosts": True}
+
+    def standin() -> None:
+        conn, _ = listener.accept()
+        with conn, conn.makefile("rb") as lines:
+            for line in lines:
+                if json.loads(line).get("op") == "hello":
+                    conn.sendall(json.dumps(hello).encode() + b"\n")
+                else:
+                    conn.sendall(answer)
+                    return
+
+    thread = threading.Thread(target=standin, daemon=True)
+    thread.start()
+    sid = cli.new_session()
+    ran = cli.run("bash", "echo once >> x.txt", session=sid)
+    listener.close()
+    thread.join(timeout=10)
+    assert ran.stderr == "", ran.stderr
+    assert (cli.root / "x.txt").read_text() == "once\n"
+    assert len(cli.json("log", session=sid)["batches"]) == 1
