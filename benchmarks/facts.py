@@ -179,6 +179,35 @@ def walk(top: Path, repeat: int) -> dict[str, Any]:
     }
 
 
+def parallel_lstat(top: Path, repeat: int) -> dict[str, Any]:
+    """lstat of every entry below ``top`` by name (a no-change walk's syscalls):
+    one thread, against a pool of 2 and of 4 threads taking a directory each
+    (git's preload-index idea)."""
+    dirs = [(d, sub + names) for d, sub, names in os.walk(top)]
+
+    def one_dir(item: tuple[str, list[str]]) -> int:
+        where, names = item
+        for name in names:
+            os.lstat(f"{where}/{name}")
+        return len(names)
+
+    def serial() -> int:
+        return sum(one_dir(item) for item in dirs)
+
+    def pooled(threads: int) -> Callable[[], int]:
+        def run() -> int:
+            with ThreadPoolExecutor(threads) as pool:
+                return sum(pool.map(one_dir, dirs, chunksize=16))
+
+        return run
+
+    count = serial()
+    out: dict[str, Any] = {"lstats": count}
+    for name, fn in (("one_thread", serial), ("pool_2", pooled(2)), ("pool_4", pooled(4))):
+        out[name] = _stat(_times(fn, repeat))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", type=Path, required=True, help="a real source tree")
@@ -211,6 +240,8 @@ def main() -> None:
     print("hashing:", doc["hashing_10k_4k_files"], flush=True)
     doc["walk"] = walk(args.source, args.repeat)
     print("walk:", doc["walk"], flush=True)
+    doc["parallel_lstat"] = parallel_lstat(args.source, args.repeat)
+    print("parallel lstat:", doc["parallel_lstat"], flush=True)
     if args.json is not None:
         args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
 
