@@ -240,6 +240,26 @@ class Harness:
         if self.verbose:
             print(f"VIOLATION {line}", file=sys.stderr, flush=True)
 
+    def _wait_for_leftovers(self, timeout: float = 20.0) -> None:
+        """Wait until no process but this one works in the tree (cwd inside it)."""
+        root = str(self.root.resolve())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            busy = False
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                    continue
+                try:
+                    cwd = os.readlink(f"/proc/{entry.name}/cwd")
+                except OSError:
+                    continue
+                if cwd == root or cwd.startswith(root + "/"):
+                    busy = True
+                    break
+            if not busy:
+                return
+            time.sleep(0.02)
+
     def _pending(self) -> list[dict[str, Any]]:
         from earshot.agent.core.records import TABLES
         from earshot.cas.project import Project
@@ -256,7 +276,11 @@ class Harness:
         batches_before: int,
     ) -> None:
         pending = self._pending()
-        # 1. A reader reports it and changes nothing.
+        # 1. A reader reports it and changes nothing. The killed command's own
+        # children (an rm the shell started) may still be finishing: they are
+        # the command's doing, not the reader's, so the tree is pictured once
+        # they are gone (the next mutating command would kill them).
+        self._wait_for_leftovers()
         still = picture(self.root)
         reader = self.run("log", "--json", check=False)
         if reader.returncode != 0:
