@@ -41,7 +41,7 @@ import sys
 import threading
 from typing import Any
 
-from earshot.agent.core.command import Ran
+from earshot.agent.core.command import Ran, stop_orphaned_group
 from earshot.agent.watch import daemon
 from earshot.agent.watch.watcher import Watcher
 
@@ -115,12 +115,21 @@ class RelayRunner:
     ) -> Ran:
         if not self.lines.send({"op": "command", "argv": argv, "cwd": cwd, "capture": capture}):
             return Ran(128 + signal.SIGHUP, None, signal.SIGHUP)
+        group: tuple[int, int | None] | None = None
         while True:
             doc = self.lines.read()
-            if doc is None:  # the client is gone, and its command with it
+            if doc is None:
+                # The client is gone: its shell died with it (parent-death
+                # signal), but what the shell started lives on in the group.
+                # Stop it before the batch is recorded, as the command that
+                # finishes an in-process batch cut off by a kill does.
+                if group is not None:
+                    stop_orphaned_group(*group)
                 return Ran(128 + signal.SIGHUP, None, signal.SIGHUP)
             if doc.get("op") == "started":
                 pgid = int(doc["pgid"])
+                start = doc.get("start")
+                group = (pgid, int(start) if isinstance(start, int) else None)
                 if on_start is not None:
                     on_start(pgid, doc.get("start"))
                 if on_spawn is not None:

@@ -42,13 +42,44 @@ _HELLO_S = 2.0
 
 def main() -> None:
     """Console-script entry point."""
+    _open_standard_fds()
     argv = sys.argv[1:]
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        root = _root(argv)
+        if not os.path.isabs(root):
+            print(
+                "earshot: the current directory no longer exists "
+                "(cd to an existing one, or give --root an absolute path)",
+                file=sys.stderr,
+            )
+            sys.exit(1)
     code = _through_daemon(argv) if _hostable(argv) else None
     if code is not None:
         sys.exit(code)
     from earshot.cli.main import main as full
 
     full()
+
+
+def _open_standard_fds() -> None:
+    """Give a closed stdin, stdout or stderr /dev/null, as a daemon-less process expects.
+
+    Else the next descriptor opened (the daemon's socket) would take the
+    number: handed on as the worker's stdin, a call would read its own
+    connection and hang.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            stream = open(fd, "r" if fd == 0 else "w", closefd=False)  # noqa: SIM115
+            setattr(sys, ("stdin", "stdout", "stderr")[fd], stream)
 
 
 def _hostable(argv: list[str]) -> bool:

@@ -340,3 +340,30 @@ def test_a_daemon_that_runs_nothing_leaves_the_call_to_run_here(
     assert ran.stderr == "", ran.stderr
     assert (cli.root / "x.txt").read_text() == "once\n"
     assert len(cli.json("log", session=sid)["batches"]) == 1
+
+
+def test_what_a_killed_clients_command_started_is_stopped_before_its_batch_is_recorded(
+    served: Cli, tmp_path: Path
+) -> None:
+    # The shell dies with its client; a background child it started would
+    # write later, into no batch. The worker stops the group first.
+    sid = served.new_session()
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen(
+        [str(EARSHOT), "bash", f"(sleep 2; echo late > bg.txt) & touch {ready}; sleep 60"],
+        cwd=served.root,
+        env=served.env(sid),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_for(ready)
+    proc.kill()
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 20
+    while not served.json("log", session=sid)["batches"]:
+        assert time.monotonic() < deadline, "the batch was never recorded"
+        time.sleep(0.1)
+    time.sleep(3)
+    assert not (served.root / "bg.txt").exists()
+    left = subprocess.run(["pgrep", "-f", "sleep 60"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", left.stdout
