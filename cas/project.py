@@ -221,12 +221,16 @@ class Project:
                 tree, report = self.scan(writer, progress)
                 elapsed = time.perf_counter_ns() - start
                 schema.put_full_cost(writer.batch, elapsed)
+                schema.put_linked(writer.batch, report.linked)
                 if force:
                     tree, extra = self._restage(writer, tree, sorted(force), force, counted=False)
                     report.files += extra.files
                     report.content_bytes += extra.content_bytes
             else:
                 tree, report = self._restage(writer, base, sorted(set(rels) | force), force)
+                known = schema.get_linked(writer.batch)
+                if known is not None and not set(report.linked) <= set(known):
+                    schema.put_linked(writer.batch, known + report.linked)
             if also is not None:
                 also(writer.batch)
             recorded = self.commit_tree(writer, tree, report, note, session, listed)
@@ -261,6 +265,12 @@ class Project:
         report.files += base_files - gone_files
         report.content_bytes += base_bytes - gone_bytes
         return tree, report
+
+    def linked_paths(self) -> list[str] | None:
+        """Recorded files with other hard links, as the last full scan (and the
+        scoped restages since) found them; None before any full scan."""
+        with self.store.backend.read() as view:
+            return schema.get_linked(view)
 
     def full_restage_cost_ns(self) -> int | None:
         """How long the last full restage of this root took, if one was made."""

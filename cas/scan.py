@@ -114,6 +114,10 @@ class ScanReport:
     #: (path, reason) of what was not walked at all: special file systems.
     skipped: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: Recorded regular files with other hard links: a write through a link
+    #: outside the root, or in a directory nothing watches, changes them
+    #: without an event on their own directory.
+    linked: list[str] = field(default_factory=list)
 
 
 def join(rel: str, name: str) -> str:
@@ -313,6 +317,8 @@ class Scanner:
             # while it is unchanged it stays held.
             self.report.files += 1
             self.report.content_bytes += st.st_size
+            if st.st_nlink > 1:
+                self.report.linked.append(join(rel, name))
             return cached
         return self._entry(full, join(rel, name), st, cached, rules)
 
@@ -360,6 +366,8 @@ class Scanner:
     ) -> EntryKey | None:
         mode = st.st_mode
         perm = stat.S_IMODE(mode)
+        if st.st_nlink > 1 and stat.S_ISREG(mode):
+            self.report.linked.append(rel)
         if stat.S_ISDIR(mode):
             outer = self._dev
             if st.st_dev != outer:

@@ -25,6 +25,7 @@ store never reads those.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,7 @@ OBJECT_TABLES = (PACKS, INDEX)
 _FORMAT = b"format"
 _HEAD = b"head"
 _FULL_COST = b"full-restage-ns"
+_LINKED = b"linked-files"
 _TIME_BYTES = 8
 _COUNT_BYTES = 8
 _STATCACHE_KEY_BYTES = 16
@@ -89,6 +91,22 @@ def get_full_cost(view: ReadView) -> int | None:
 
 def put_full_cost(txn: WriteBatch, elapsed_ns: int) -> None:
     txn.put(META, _FULL_COST, elapsed_ns.to_bytes(8, "big"))
+
+
+def get_linked(view: ReadView) -> list[str] | None:
+    """The recorded files that have other hard links (None: not known yet)."""
+    raw = view.get(META, _LINKED)
+    if raw is None:
+        return None
+    try:
+        paths = json.loads(bytes(raw))
+    except ValueError:
+        return None  # a cache: a damaged one is as good as none
+    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else None
+
+
+def put_linked(txn: WriteBatch, paths: list[str]) -> None:
+    txn.put(META, _LINKED, json.dumps(sorted(set(paths))).encode())
 
 
 # -- objects: packs and their index -----------------------------------------

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from earshot.agent.core.calls import Bash, Call, EditFile, WriteFile
 from earshot.agent.core.records import WatchMark, load_watch_mark
 from earshot.agent.core.tracker import ChangeTracker, NullTracker
+from earshot.agent.core.vouched import with_linked
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.logs import get_logger
@@ -143,7 +144,7 @@ class Restager:
         """What the tracker saw since the last sync point; moves the sync point on."""
         seen, token = self.tracker.advance(self.belief.token)
         self.belief = replace(self.belief, token=token)
-        return seen
+        return with_linked(self.project, seen) if self.watching else seen
 
     def stop_vouching(self) -> None:
         """Changes now on disk are not known: what a restage finds is pinned on no call."""
@@ -172,6 +173,7 @@ class Restager:
         if mark is None or head is None or self.project.read_snapshot(head).tree != mark.tree:
             return False, None
         seen, token = self.tracker.advance(mark.token)
+        seen = with_linked(self.project, seen)
         if seen is None:
             return False, None
         self.belief = Belief(mark.tree, exact=True, token=token)

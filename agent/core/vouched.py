@@ -26,6 +26,27 @@ from earshot.cas.scan import ProgressFn
 log = get_logger("earshot.agent")
 
 
+#: Past this many hard-linked files, asking the watcher is not worth it.
+MAX_LINKED = 2000
+
+
+def with_linked(project: Project, seen: set[str] | None) -> set[str] | None:
+    """What the watcher saw, plus every recorded file with other hard links.
+
+    inotify reports a write on the directory it went through: a write
+    through a hard link outside the root (or in a directory nothing
+    watches) changes a recorded file with no event where it is recorded.
+    Those files are re-read whenever the watcher is asked; None (a gap)
+    when there are too many, or no full scan has counted them yet.
+    """
+    if seen is None:
+        return None
+    linked = project.linked_paths()
+    if linked is None or len(linked) > MAX_LINKED:
+        return None
+    return seen | set(linked)
+
+
 @dataclass(frozen=True, slots=True)
 class Vouched:
     """What the daemon vouches for: the mark's tree, and the paths changed since."""
@@ -44,6 +65,7 @@ def vouched_since_mark(project: Project, tracker: ChangeTracker) -> Vouched | No
     if mark is None or head is None or project.read_snapshot(head).tree != mark.tree:
         return None
     seen, token = tracker.advance(mark.token)
+    seen = with_linked(project, seen)
     if seen is None or not isinstance(token, str):
         return None
     return Vouched(mark.tree, seen, token)
@@ -92,6 +114,7 @@ def mark_after(project: Project, tracker: ChangeTracker | None) -> None:
     if mark is None or head is None:
         return
     seen, token = tracker.advance(mark.token)
+    seen = with_linked(project, seen)
     if seen is None or not isinstance(token, str):
         leave_mark(project, None, None)
         return

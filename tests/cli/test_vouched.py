@@ -8,6 +8,7 @@ snapshot of the same tree is then "reused": the same tree).
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -130,3 +131,28 @@ def test_a_file_system_mounted_under_the_root_after_the_daemon_started_is_record
     doc = json.loads(again)
     assert doc["files"] == 3 and doc["vouched"] is True, doc  # watched again below t
     assert sorted(p.name for p in (cli.root / "t").iterdir()) == ["g", "h"]
+
+
+def test_a_write_through_a_hard_link_from_outside_the_root_is_recorded(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # inotify reports the write on the directory it went through, outside the
+    # root: the files with other links are re-read whenever the daemon is asked.
+    cli.write("src/f.txt", "one\n")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.link(cli.root / "src" / "f.txt", outside / "link.txt")
+    cli.run("watch")
+    sid = cli.new_session()
+    cli.run("bash", "true", session=sid)  # a walk: it counts the linked files
+    cli.run("bash", f"echo agent >> {outside / 'link.txt'}", session=sid)
+    last = cli.json("log", session=sid)["batches"][-1]
+    assert [c["path"] for c in last["changes"]] == ["src/f.txt"], last
+    cli.run("undo", session=sid)
+    assert (cli.root / "src" / "f.txt").read_text() == "one\n"
+    with open(outside / "link.txt", "a") as f:
+        f.write("by hand\n")
+    doc = cli.json("snapshot")
+    assert doc["vouched"] is True and doc["files_read"] >= 1, doc
+    walked = _walked(cli)
+    assert walked["reused"] is True and walked["id"] == doc["id"]
