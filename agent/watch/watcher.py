@@ -41,6 +41,7 @@ from earshot.agent.watch.mounts import MountWatch
 from earshot.agent.watch.tree import (
     COOKIE_MASK,
     SELF_EVENTS,
+    TREE_MASK,
     GiveUp,
     WatchedDir,
     WatchTree,
@@ -111,6 +112,7 @@ class Watcher:
         self._settle_ns: deque[int] = deque(maxlen=200)
         self.fstype: str | None = None
         self._mounts: MountWatch | None = None
+        self._git_info: tuple[int, int] | None = None  # (wd, callback id) of .git/info
 
     # -- life ---------------------------------------------------------------
 
@@ -133,6 +135,7 @@ class Watcher:
             self._tree = WatchTree(self.root, fd, self, self.exclude)
             try:
                 self._watch_cookies()
+                self._watch_git_info()
                 self._tree.walk(self.root, "", None)
             except GiveUp as stop:
                 self._give_up(str(stop))
@@ -262,6 +265,10 @@ class Watcher:
             if self._cookie is not None and wd == self._cookie[0]:
                 self._cookie = None  # the data dir went away; re-watched at the next sync
                 return
+            if self._git_info is not None and wd == self._git_info[0]:
+                self._git_info = None
+                self._gap("rules", "the repository's info directory went away")
+                return
             gone = self._tree.forget(wd) if self._tree else None
             if gone is not None and gone.rel == "" and not self._stopping:
                 self._give_up("the root was deleted or unmounted")
@@ -288,6 +295,12 @@ class Watcher:
             waiter = self._waiters.get(os.fsdecode(event.name))
             if waiter is not None:
                 waiter.set()
+            return
+        if self._git_info is not None and wd == self._git_info[0]:
+            if event.name == b"exclude" and self._tree is not None:
+                root = self._tree.dirs.get(self._tree.by_rel.get("", -1))
+                if root is not None:
+                    self._rules_changed(self._tree, root)
             return
         self._events += 1
         if mask & _C.IN_UNMOUNT:
@@ -393,6 +406,18 @@ class Watcher:
         if key not in self._said:
             self._said.add(key)
             log.warning("watcher gap", root=self.root, reason=reason)
+
+    def _watch_git_info(self) -> None:
+        """Watch the repository's ``info/`` for its ``exclude`` file, if there is one.
+
+        ``.git`` is never watched, but ``info/exclude`` holds ignore rules of
+        the whole root: a change to it is a change of the root's rules.
+        """
+        assert self._tree is not None
+        info = os.path.join(self.root, ".git", "info")
+        if os.path.isdir(info) and not os.path.islink(info):
+            with contextlib.suppress(OSError):
+                self._git_info = self._tree.add_watch(info, TREE_MASK)
 
     def _watch_cookies(self) -> None:
         assert self._tree is not None

@@ -156,3 +156,21 @@ def test_a_write_through_a_hard_link_from_outside_the_root_is_recorded(
     assert doc["vouched"] is True and doc["files_read"] >= 1, doc
     walked = _walked(cli)
     assert walked["reused"] is True and walked["id"] == doc["id"]
+
+
+def test_an_edit_of_the_repositorys_info_exclude_is_a_change_of_the_roots_rules(
+    cli: Cli,
+) -> None:
+    subprocess.run(["git", "init", "-q", str(cli.root)], check=True)
+    cli.write("a.txt", "keep\n")
+    cli.write("notes.txt", "precious\n")
+    exclude = cli.root / ".git" / "info" / "exclude"
+    exclude.write_text("notes.txt\n")
+    cli.run("watch")
+    first = cli.json("snapshot")
+    assert first["files"] == 1  # notes.txt excluded
+    exclude.write_text("")  # no longer excluded: a walk records it
+    doc = cli.json("snapshot")
+    assert doc["files"] == 2, doc
+    walked = _walked(cli)
+    assert walked["reused"] is True and walked["id"] == doc["id"]
