@@ -228,7 +228,7 @@ class Watcher:
                 "degraded": self._degraded,
                 "filesystem": self.fstype,
                 "watched_dirs": dirs,
-                "watches": dirs + (self._cookie is not None),
+                "watches": dirs + (self._cookie is not None) + (self._git_info is not None),
                 "max_user_watches": max_user_watches(),
                 "ignored_dirs_skipped": tree.ignored if tree else 0,
                 "unreadable_dirs": sorted(tree.unreadable)[:20] if tree else [],

@@ -177,7 +177,8 @@ def test_paths_the_git_index_tracks_are_watched_and_reported_though_ignored(
         (root / rel).write_text("x\n")
     git(root, "add", "-f", "build/keep/config.h", "fix.patch")
     with Watcher(root, data_dir) as w:
-        assert kernel_watches(w) == 4  # root, build, build/keep, cookies: not build/other
+        # root, build, build/keep, cookies and .git/info (for info/exclude): not build/other
+        assert kernel_watches(w) == 5
         t = w.token()
         sh(root, "echo 1 >> build/keep/config.h; echo 2 >> fix.patch")
         sh(root, "echo 3 >> build/other/out.o; echo 4 >> junk.patch")
