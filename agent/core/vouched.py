@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from earshot.agent.core.records import WatchMark, load_watch_mark, put_watch_mark
+from earshot.agent.core.records import WatchMark, all_sessions, load_watch_mark, put_watch_mark
 from earshot.agent.core.tracker import ChangeTracker
 from earshot.cas.digest import Digest
 from earshot.cas.logs import get_logger
@@ -89,7 +89,13 @@ def record_now(
         vouched = vouched_since_mark(project, tracker)
         if vouched is not None:
             log.debug("policy", restage="vouched", paths=len(vouched.seen), why=note)
-            rec = project.record(sorted(vouched.seen), base=vouched.tree, note=note, listed=listed)
+            # A batch records what an agent wrote whatever the ignore rules say
+            # (an ignored .env), and the watcher does not watch it since. A
+            # snapshot holds what a walk would: those paths are judged again.
+            with project.store.backend.read() as view:
+                written = {p for record in all_sessions(view) for p in record.written}
+            paths = sorted(vouched.seen | written)
+            rec = project.record(paths, base=vouched.tree, note=note, listed=listed)
             leave_mark(project, vouched.token, rec.snapshot.tree)
             return rec, True
     token = tracker.token() if tracker is not None else None

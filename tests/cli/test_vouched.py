@@ -174,3 +174,21 @@ def test_an_edit_of_the_repositorys_info_exclude_is_a_change_of_the_roots_rules(
     assert doc["files"] == 2, doc
     walked = _walked(cli)
     assert walked["reused"] is True and walked["id"] == doc["id"]
+
+
+def test_an_ignored_file_an_agent_wrote_is_left_out_of_a_snapshot_as_a_walk_leaves_it(
+    cli: Cli,
+) -> None:
+    cli.write(".gitignore", ".env\n")
+    cli.write("a.txt", "a\n")
+    cli.run("watch")
+    sid = cli.new_session()
+    cli.run("write", ".env", stdin="AGENT=1\n", session=sid)  # recorded for undo
+    (cli.root / ".env").write_text("HAND=2\n")  # unwatched: it is ignored
+    doc = cli.json("snapshot")
+    assert doc["vouched"] is True, doc
+    walked = _walked(cli)
+    assert walked["reused"] is True and walked["id"] == doc["id"]
+    (cli.root / ".env").write_text("HAND=3\n")
+    cli.run("restore", doc["id"], "--force")  # the snapshot holds no .env to write
+    assert (cli.root / ".env").read_text() == "HAND=3\n"
