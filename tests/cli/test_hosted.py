@@ -152,10 +152,14 @@ def test_a_worker_killed_mid_call_is_said_and_the_next_command_records_the_batch
     assert (served.root / "made.txt").read_text() == "made\n"  # run once, not twice
 
 
-def test_a_daemon_of_another_build_is_stopped_and_the_call_runs_here(served: Cli) -> None:
+@pytest.mark.parametrize("changed", ["agent/watch/protocol.py", "cli/cmd_snapshot.py"])
+def test_a_daemon_of_another_build_is_stopped_and_the_call_runs_here(
+    served: Cli, changed: str
+) -> None:
+    # Any module counts: an upgrade that changes only a command's code too.
     sid = served.new_session()
     assert _status(served)["pid"]
-    module = Path(protocol.__file__)
+    module = Path(protocol.__file__).parents[2] / changed
     stat = module.stat()
     os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     try:
