@@ -21,7 +21,6 @@ import json
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -30,7 +29,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_store import BENCH_DIR, default_earshot, log, machine_info, machine_markdown
+from bench_store import (
+    BENCH_DIR,
+    default_earshot,
+    log,
+    machine_info,
+    machine_markdown,
+    summarize,
+)
 
 PER_DIR = 50
 FANOUT = 40
@@ -89,16 +95,6 @@ def rss_mib(pid: int) -> float | None:
     except OSError:
         return None
     return None
-
-
-def summarize(values: list[float]) -> dict[str, Any]:
-    return {
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-        "n": len(values),
-        "samples": [round(v, 6) for v in values],
-    }
 
 
 SCENARIOS = (

@@ -171,27 +171,37 @@ def test_a_daemon_of_another_build_is_stopped_and_the_call_runs_here(
     assert len(served.json("log", session=sid)["batches"]) == 1
 
 
+def _stand_in(cli: Cli, sock: Path, serve: Any) -> socket.socket:
+    """A fake daemon for ``cli``'s root at ``sock``: ``serve(conn, lines)`` answers
+    its one connection, on a thread. Returns the listener (close it after)."""
+    alias = Path(protocol.alias_path(str(cli.home), os.path.realpath(cli.root)))
+    alias.parent.mkdir(parents=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(sock))
+    listener.listen(4)
+    alias.symlink_to(sock)
+
+    def accept() -> None:
+        conn, _ = listener.accept()
+        with conn, conn.makefile("rb") as lines:
+            serve(conn, lines)
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener
+
+
 def test_a_daemon_of_an_older_protocol_is_told_to_stop_and_the_call_runs_here(
     cli: Cli, tmp_path: Path
 ) -> None:
     # A stand-in for an old daemon: it answers without "v", and records what it is asked.
-    alias = Path(protocol.alias_path(str(cli.home), os.path.realpath(cli.root)))
-    alias.parent.mkdir(parents=True)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(tmp_path / "old.sock"))
-    listener.listen(4)
-    alias.symlink_to(tmp_path / "old.sock")
     asked: list[str] = []
 
-    def old_daemon() -> None:
-        conn, _ = listener.accept()
-        with conn, conn.makefile("rb") as lines:
-            for line in lines:
-                asked.append(json.loads(line).get("op"))
-                conn.sendall(b'{"error": "unknown op"}\n')
+    def old_daemon(conn: socket.socket, lines: Any) -> None:
+        for line in lines:
+            asked.append(json.loads(line).get("op"))
+            conn.sendall(b'{"error": "unknown op"}\n')
 
-    thread = threading.Thread(target=old_daemon, daemon=True)
-    thread.start()
+    listener = _stand_in(cli, tmp_path / "old.sock", old_daemon)
     sid = cli.new_session()
     cli.run("bash", "echo x > x.txt", session=sid)
     listener.close()
@@ -317,30 +327,20 @@ def test_a_daemon_that_runs_nothing_leaves_the_call_to_run_here(
     # A stand-in that says hello as this build does, then refuses the run or
     # hangs up before any worker exists: nothing ran, so the call runs
     # in-process, once, and is recorded.
-    alias = Path(protocol.alias_path(str(cli.home), os.path.realpath(cli.root)))
-    alias.parent.mkdir(parents=True)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(tmp_path / "standin.sock"))
-    listener.listen(4)
-    alias.symlink_to(tmp_path / "standin.sock")
     hello = {"v": protocol.PROTOCOL, "build": protocol.build_id(), "hosts": True}
 
-    def standin() -> None:
-        conn, _ = listener.accept()
-        with conn, conn.makefile("rb") as lines:
-            for line in lines:
-                if json.loads(line).get("op") == "hello":
-                    conn.sendall(json.dumps(hello).encode() + b"\n")
-                else:
-                    conn.sendall(answer)
-                    return
+    def standin(conn: socket.socket, lines: Any) -> None:
+        for line in lines:
+            if json.loads(line).get("op") == "hello":
+                conn.sendall(json.dumps(hello).encode() + b"\n")
+            else:
+                conn.sendall(answer)
+                return
 
-    thread = threading.Thread(target=standin, daemon=True)
-    thread.start()
+    listener = _stand_in(cli, tmp_path / "standin.sock", standin)
     sid = cli.new_session()
     ran = cli.run("bash", "echo once >> x.txt", session=sid)
     listener.close()
-    thread.join(timeout=10)
     assert ran.stderr == "", ran.stderr
     assert (cli.root / "x.txt").read_text() == "once\n"
     assert len(cli.json("log", session=sid)["batches"]) == 1
