@@ -247,8 +247,8 @@ def ensure_daemon(
     ``never``: never start one (one already running is still used).
     ``always`` and ``auto``: start one. ``auto`` once started one only when a
     full restage of the root cost more than the restage budget; measured
-    since the daemon hosts whole calls, a call through it costs a third or
-    less of one without it at every tree size measured, from 1,000 files up
+    since the daemon hosts whole calls, a call through it costs at most
+    0.37 of one without it at every tree size measured, from 1,000 files up
     (benchmarks/RESULTS.md, "When to start the daemon"), so ``auto`` now
     starts one for every root, on the first command that records.
     A daemon started here is waited for up to ``wait`` seconds (0.2 s at 10k
