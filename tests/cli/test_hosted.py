@@ -85,17 +85,11 @@ def _wait_for(path: Path, timeout: float = 20.0) -> None:
         time.sleep(0.02)
 
 
-def test_a_client_killed_mid_call_leaves_its_batch_recorded_and_the_command_stopped(
-    served: Cli, tmp_path: Path
-) -> None:
-    sid = served.new_session()
-    ready = tmp_path / "ready"
+def _kill_client_mid_call(served: Cli, sid: str, ready: Path, command: str) -> list[Any]:
+    """Run ``earshot bash COMMAND``, SIGKILL the client once ``ready`` exists,
+    and wait for the worker to record the batch (a hang-up); the batches."""
     proc = subprocess.Popen(
-        [
-            str(EARSHOT),
-            "bash",
-            f"echo made > made.txt; touch {ready}; sleep 30; echo late > late.txt",
-        ],
+        [str(EARSHOT), "bash", command],
         cwd=served.root,
         env=served.env(sid),
         stdout=subprocess.DEVNULL,
@@ -104,14 +98,21 @@ def test_a_client_killed_mid_call_leaves_its_batch_recorded_and_the_command_stop
     _wait_for(ready)
     proc.kill()
     proc.wait(timeout=10)
-    # The worker records the batch once its client is gone (a hang-up).
     deadline = time.monotonic() + 20
     while True:
-        batches = served.json("log", session=sid)["batches"]
+        batches: list[Any] = served.json("log", session=sid)["batches"]
         if batches or time.monotonic() > deadline:
-            break
+            return batches
         time.sleep(0.1)
-    (batch,) = batches
+
+
+def test_a_client_killed_mid_call_leaves_its_batch_recorded_and_the_command_stopped(
+    served: Cli, tmp_path: Path
+) -> None:
+    sid = served.new_session()
+    ready = tmp_path / "ready"
+    command = f"echo made > made.txt; touch {ready}; sleep 30; echo late > late.txt"
+    (batch,) = _kill_client_mid_call(served, sid, ready, command)
     assert [c["path"] for c in batch["changes"]] == ["made.txt"]
     time.sleep(0.5)
     assert not (served.root / "late.txt").exists()  # the command died with its client
@@ -353,20 +354,8 @@ def test_what_a_killed_clients_command_started_is_stopped_before_its_batch_is_re
     # write later, into no batch. The worker stops the group first.
     sid = served.new_session()
     ready = tmp_path / "ready"
-    proc = subprocess.Popen(
-        [str(EARSHOT), "bash", f"(sleep 2; echo late > bg.txt) & touch {ready}; sleep 60"],
-        cwd=served.root,
-        env=served.env(sid),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _wait_for(ready)
-    proc.kill()
-    proc.wait(timeout=10)
-    deadline = time.monotonic() + 20
-    while not served.json("log", session=sid)["batches"]:
-        assert time.monotonic() < deadline, "the batch was never recorded"
-        time.sleep(0.1)
+    command = f"(sleep 2; echo late > bg.txt) & touch {ready}; sleep 60"
+    assert _kill_client_mid_call(served, sid, ready, command), "the batch was never recorded"
     time.sleep(3)
     assert not (served.root / "bg.txt").exists()
     left = subprocess.run(["pgrep", "-f", "sleep 60"], capture_output=True, text=True)
