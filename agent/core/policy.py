@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from earshot.agent.core.calls import Bash, Call, EditFile, WriteFile
-from earshot.agent.core.records import WatchMark, load_watch_mark
+from earshot.agent.core.records import WatchMark
 from earshot.agent.core.tracker import ChangeTracker, NullTracker
-from earshot.agent.core.vouched import with_linked
+from earshot.agent.core.vouched import vouched_since_mark, with_linked
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.logs import get_logger
@@ -144,7 +144,7 @@ class Restager:
         """What the tracker saw since the last sync point; moves the sync point on."""
         seen, token = self.tracker.advance(self.belief.token)
         self.belief = replace(self.belief, token=token)
-        return with_linked(self.project, seen) if self.watching else seen
+        return with_linked(self.project, seen)
 
     def stop_vouching(self) -> None:
         """Changes now on disk are not known: what a restage finds is pinned on no call."""
@@ -167,20 +167,14 @@ class Restager:
         """
         if not self.watching:
             return False, None
-        with self.project.store.backend.read() as view:
-            mark = load_watch_mark(view)
-        head = self.project.head_snapshot()
-        if mark is None or head is None or self.project.read_snapshot(head).tree != mark.tree:
+        vouched = vouched_since_mark(self.project, self.tracker)
+        if vouched is None:
             return False, None
-        seen, token = self.tracker.advance(mark.token)
-        seen = with_linked(self.project, seen)
-        if seen is None:
-            return False, None
-        self.belief = Belief(mark.tree, exact=True, token=token)
-        log.debug("policy", restage="vouched", paths=len(seen))
-        if not seen:
+        self.belief = Belief(vouched.tree, exact=True, token=vouched.token)
+        log.debug("policy", restage="vouched", paths=len(vouched.seen))
+        if not vouched.seen:
             return True, None
-        return True, self.scoped(seen, "the watcher vouches since the last batch")
+        return True, self.scoped(vouched.seen, "the watcher vouches since the last batch")
 
     def before_call(
         self,
