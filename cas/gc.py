@@ -9,7 +9,7 @@ writer in another process could otherwise dedup against an object being swept.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from . import schema
@@ -34,13 +34,20 @@ class GcReport:
     disk_after: int
 
 
-def collect_garbage(store: ObjectStore, keep: Iterable[Digest], compact: bool = False) -> GcReport:
-    """Drop every object not reachable from the snapshots in ``keep``."""
+def collect_garbage(
+    store: ObjectStore, keep: Callable[[], Iterable[Digest]], compact: bool = False
+) -> GcReport:
+    """Drop every object not reachable from the snapshots ``keep()`` names.
+
+    ``keep`` is asked once the store is held alone: no process can record a
+    snapshot (or begin an operation naming one) between the question and the
+    collection.
+    """
     backend = store.backend
     with backend.exclusive("gc"):
         disk_before = backend.disk_bytes()
         with store.reader() as reader:
-            live = reachable(reader, keep, set())
+            live = reachable(reader, keep(), set())
             by_pack: dict[int, list[tuple[Digest, Location]]] = {}
             dead: list[Digest] = []
             dead_bytes = 0

@@ -28,6 +28,7 @@ from typing import Any
 
 from . import schema
 from .backend import Backend, ReadView, WriteBatch
+from .procs import alive
 from .sealed import CorruptRecord, seal_json, unseal_json
 
 
@@ -41,28 +42,45 @@ class Intent:
     pid: int
     #: What the kind needs to finish: its own fields.
     doc: dict[str, Any]
+    #: A process (pid, start time) whose life keeps the intent live when no
+    #: one holds its lock; None: only the lock's owner does.
+    holder: tuple[int, int | None] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "id": self.id,
             "kind": self.kind,
             "started_ns": self.started_ns,
             "pid": self.pid,
             "doc": self.doc,
         }
+        if self.holder is not None:
+            doc["holder"] = list(self.holder)
+        return doc
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> Intent:
         try:
+            holder = doc.get("holder")
             return Intent(
                 str(doc["id"]),
                 str(doc["kind"]),
                 int(doc["started_ns"]),
                 int(doc["pid"]),
                 dict(doc["doc"]),
+                None if holder is None else (int(holder[0]), _opt_int(holder[1])),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptRecord(f"intent {doc.get('id', '?')}", f"missing field {exc}") from None
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def holder_alive(intent: Intent) -> bool:
+    """Whether the intent's holder process still runs (False: it has none)."""
+    return intent.holder is not None and alive(*intent.holder)
 
 
 def read_intents(view: ReadView) -> tuple[list[Intent], list[tuple[str, CorruptRecord]]]:
@@ -88,6 +106,24 @@ def end_intent(txn: WriteBatch, intent: Intent) -> None:
     schema.delete_intent_record(txn, intent.id)
 
 
+def read_notes(path: Path) -> list[dict[str, Any]]:
+    """The progress notes in ``path``, one JSON object a line; a torn line is dropped."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return []
+    out = []
+    for line in data.split(b"\n"):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            out.append(doc)
+    return out
+
+
 class Held:
     """An intent this process owns: begun here, or claimed from a dead owner."""
 
@@ -109,20 +145,7 @@ class Held:
 
     def notes(self) -> list[dict[str, Any]]:
         """The notes written so far, by this owner or a dead one (a torn last line is dropped)."""
-        try:
-            with open(self._path, "rb") as handle:
-                data = handle.read()
-        except OSError:
-            return []
-        out = []
-        for line in data.split(b"\n"):
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(doc, dict):
-                out.append(doc)
-        return out
+        return read_notes(self._path)
 
     def release(self) -> None:
         """After the end was committed (or the intent proved gone): drop the file and lock."""
@@ -148,6 +171,10 @@ class Intents:
 
     def _path(self, intent_id: str) -> Path:
         return self.directory / intent_id
+
+    def notes(self, intent: Intent) -> list[dict[str, Any]]:
+        """An intent's progress notes so far, without taking it over."""
+        return read_notes(self._path(intent.id))
 
     def pending(self) -> list[Intent]:
         """Every sound intent in the store, oldest first, whether its owner lives or not."""
@@ -181,19 +208,22 @@ class Intents:
                 self._path(ident).unlink()
         return sorted(bad)
 
-    def new(self, kind: str, doc: dict[str, Any]) -> Held:
+    def new(
+        self, kind: str, doc: dict[str, Any], holder: tuple[int, int | None] | None = None
+    ) -> Held:
         """An intent owned by this process, locked but not yet committed.
 
         The caller commits it with ``put_intent`` (alone, or in the
         transaction that records the state it starts from), and ends it with
-        ``end_intent`` in the transaction that records its end.
+        ``end_intent`` in the transaction that records its end. ``holder``:
+        a process whose life keeps it live once this one lets go of it.
         """
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         intent_id = f"{time.time_ns():x}-{os.urandom(4).hex()}"
         path = self._path(intent_id)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
-        return Held(Intent(intent_id, kind, time.time_ns(), os.getpid(), doc), fd, path)
+        return Held(Intent(intent_id, kind, time.time_ns(), os.getpid(), doc, holder), fd, path)
 
     def begin(self, kind: str, doc: dict[str, Any]) -> Held:
         """``new`` and commit it at once: the operation may start when this returns."""
@@ -207,7 +237,9 @@ class Intents:
         return held
 
     def is_live(self, intent: Intent) -> bool:
-        """Whether the intent's owner is still running (its lock is held)."""
+        """Whether the intent's owner is still running (its lock is held, or its holder lives)."""
+        if holder_alive(intent):
+            return True
         try:
             fd = os.open(self._path(intent.id), os.O_RDWR | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -230,10 +262,32 @@ class Intents:
         except BlockingIOError:
             os.close(fd)
             return None
-        held = Held(intent, fd, path)
+        # Checked under the lock: a process acting for the holder takes the
+        # lock first, so it cannot be mistaken for an abandoned intent.
+        if holder_alive(intent):
+            os.close(fd)
+            return None
+        return self._still_pending(Held(intent, fd, path))
+
+    def take(self, intent: Intent) -> Held | None:
+        """Work on an intent for its holder: wait for its lock; None if it has ended.
+
+        The intent stays live between two such processes while its holder
+        lives; a process that is done with it for now gives it up with
+        ``Held.close``.
+        """
+        path = self._path(intent.id)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None  # ended (release removes the file), or finished by another
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return self._still_pending(Held(intent, fd, path))
+
+    def _still_pending(self, held: Held) -> Held | None:
         # Under the lock: another process may have finished it meanwhile.
         with self.backend.read() as view:
-            still = schema.get_intent(view, intent.id) is not None
+            still = schema.get_intent(view, held.id) is not None
         if not still:
             held.release()
             return None

@@ -359,9 +359,18 @@ class Project:
                 schema.put_head(writer.batch, remaining[-1] if remaining else None)
         return len(gone)
 
-    def gc(self, extra_roots: list[Digest] | None = None, compact: bool = False) -> GcReport:
-        """Collect everything no listed snapshot (or extra root) reaches."""
-        keep = [d for d, _ in self.snapshots()] + list(extra_roots or [])
+    def gc(
+        self, extra_roots: Callable[[], Iterable[Digest]] | None = None, compact: bool = False
+    ) -> GcReport:
+        """Collect everything no listed snapshot (or ``extra_roots()``) reaches.
+
+        Both are read once the store is held alone (``collect_garbage``).
+        """
+
+        def keep() -> list[Digest]:
+            extra = list(extra_roots()) if extra_roots is not None else []
+            return [d for d, _ in self.snapshots()] + extra
+
         return collect_garbage(self.store, keep, compact=compact)
 
     def fsck(self, progress: ProgressFn | None = None) -> FsckReport:

@@ -26,6 +26,9 @@ DAEMON = "earshot.cli.daemon"
 #: Set in a daemon's worker serving a thin client: runs a batch's shell
 #: commands in the client's process (see cli/daemon.py).
 COMMAND_RUNNER: Any = None
+#: Set in a daemon's worker: the pid of the client it serves (the process
+#: the agent ran, for a hook), since the worker's own parent is the daemon.
+CALLER_PID: int | None = None
 
 
 class Progress:
@@ -70,7 +73,7 @@ def fail(message: str, code: int = EXIT_ERROR) -> None:
     sys.exit(code)
 
 
-def _settle(project: Any, finish: bool) -> list[Any]:
+def settle(project: Any, finish: bool) -> list[Any]:
     """Operations a dead process left (intents): finish them, or only say so.
 
     A command that changes files or the store finishes them first (an
@@ -109,7 +112,7 @@ def _settle(project: Any, finish: bool) -> list[Any]:
 def project_command(func: F) -> F:
     """Add --root/--json/-v, open the project, pass it as ``project``.
 
-    Interrupted operations are finished first (see ``_settle``).
+    Interrupted operations are finished first (see ``settle``).
     """
     return _project_command(func, finish=True)
 
@@ -143,7 +146,7 @@ def _project_command(func: F, finish: bool) -> F:
             from earshot.agent.core.records import TABLES
 
             with Project(root, extra_tables=TABLES) as project:
-                settled = _settle(project, finish and not kwargs.get("dry_run"))
+                settled = settle(project, finish and not kwargs.get("dry_run"))
                 if getattr(func, "takes_settled", False):
                     kwargs["settled"] = settled
                 return func(project=project, as_json=as_json, **kwargs)

@@ -207,6 +207,8 @@ def _work(conn: socket.socket, doc: dict[str, Any], fds: list[int], rest: bytes)
 
     faults.reload()  # the client's plan, if it gave one
     common.COMMAND_RUNNER = RelayRunner(lines)
+    caller = doc.get("pid")
+    common.CALLER_PID = caller if isinstance(caller, int) else None
     rc = 1
     try:
         os.chdir(str(doc["cwd"]))

@@ -180,6 +180,7 @@ def _through_daemon(argv: list[str]) -> int | None:
             "cwd": os.getcwd(),
             "env": dict(os.environ),
             "umask": umask,
+            "pid": os.getpid(),
         }
         channel.send(request, [0, 1, 2])
     except OSError:
@@ -263,7 +264,8 @@ def _lost() -> int:
 
 def _run(channel: _Channel, doc: dict[str, Any]) -> dict[str, Any]:
     """Run a batch's shell command here, as the in-process engine would."""
-    from earshot.agent.core.command import run_command, start_time
+    from earshot.agent.core.command import run_command
+    from earshot.cas.procs import start_time
 
     def spawned(pgid: int) -> None:
         with contextlib.suppress(OSError):  # a lost worker is told by the reply's failure

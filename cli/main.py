@@ -50,6 +50,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "undo": ("cmd_history", "undo", "Undo the session's last N batches."),
     "redo": ("cmd_history", "redo", "Redo the most recent undo."),
     "watch": ("cmd_watch", "watch", "Run the watcher daemon of the root (--status, --stop)."),
+    "hook": ("cmd_hook", "hook", "Handle one hook event of Claude Code, Codex or Gemini CLI."),
 }
 
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 
 from earshot.cas import faults
+from earshot.cas.procs import start_time
 
 _PR_SET_PDEATHSIG = 1
 #: How long a command may outlive a SIGTERM or SIGHUP passed on to it.
@@ -67,21 +68,6 @@ class Ran:
 
     def __repr__(self) -> str:
         return f"Ran({self.returncode!r}, {self.output!r}, {self.interrupted_by!r})"
-
-
-def start_time(pid: int) -> int | None:
-    """A process's start time in clock ticks since boot (/proc), None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after it.
-    fields = data[data.rfind(b")") + 2 :].split()
-    try:
-        return int(fields[19])  # field 22 of the whole line
-    except (IndexError, ValueError):
-        return None
 
 
 def _before_exec(on_start: Callable[[int, int | None], None] | None) -> Callable[[], None]:

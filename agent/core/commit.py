@@ -66,16 +66,18 @@ def begin_intent(
     before: Digest | None,
     anchor: str | None,
     doc: Mapping[str, Any],
+    holder: tuple[int, int | None] | None = None,
 ) -> Held:
     """Reserve the session's next batch number and commit an intent for it, in one
-    transaction. ``anchor``: the conversation's leaf, where the batch hangs."""
+    transaction. ``anchor``: the conversation's leaf, where the batch hangs;
+    ``holder``: a process whose life keeps the intent live (``Intents.new``)."""
     fields: dict[str, Any] = {
         "session": session.id,
         "before": before.hex() if before is not None else None,
         "anchor": anchor,
         **doc,
     }
-    held = project.intents.new(kind, fields)
+    held = project.intents.new(kind, fields, holder)
     try:
         with project.store.backend.write() as txn:
             current = get_session(txn, session.id) or session

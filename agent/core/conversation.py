@@ -27,7 +27,7 @@ from pathlib import Path
 from earshot.agent.core.batch import Batch
 from earshot.agent.core.records import SessionRecord, all_sessions, count_batches, get_session
 from earshot.agent.core.sessions import ENV_SESSION, create_session, start_session_upkeep
-from earshot.agent.log.entries import AssistantMessage, BatchLink, Entry, UserMessage
+from earshot.agent.log.entries import AssistantMessage, BatchLink, Compaction, Entry, UserMessage
 from earshot.agent.log.header import ForkOrigin
 from earshot.agent.log.ids import NoMatchingId, SessionId, is_id, normalize_prefix, resolve_prefix
 from earshot.agent.log.listing import SUFFIX, SessionInfo, list_sessions, session_files
@@ -291,3 +291,9 @@ def say(project: Project, session_id: str, role: str, text: str) -> Entry:
         raise ValueError(f"role must be one of {ROLES}, not {role!r}")
     body = UserMessage(text) if role == "user" else AssistantMessage(text)
     return open_log(project, session_id).append(body)
+
+
+def note_compaction(project: Project, session_id: str, summary: str) -> Entry:
+    """Append a compaction entry: the agent compacted its context (``summary`` says
+    how); what came before it stays in the log."""
+    return open_log(project, session_id).append(Compaction(summary, None))

@@ -206,7 +206,10 @@ class Engine:
                 targets = {t for _, c in run if (t := write_target(self.root, c)) is not None}
                 destructive = self.tools.judge(call)
                 rec = self.policy.before_call(
-                    call, destructive=destructive, targets=targets, written=self.session.written
+                    writes=not isinstance(call, Bash),
+                    destructive=destructive,
+                    targets=targets,
+                    written=self.session.written,
                 )
                 if held is None:
                     before = rec.digest if rec is not None else self.project.head_snapshot()
@@ -274,14 +277,26 @@ class Engine:
             return None
         return None if result is None else str(result)
 
-    def begin_intent(self, kind: str, before: Digest | None, doc: Mapping[str, Any]) -> Held:
+    def begin_intent(
+        self,
+        kind: str,
+        before: Digest | None,
+        doc: Mapping[str, Any],
+        holder: tuple[int, int | None] | None = None,
+    ) -> Held:
         """Reserve the next batch number and commit an intent for it (``commit``).
 
         After this returns, the operation may change files: whatever happens
         to this process, the next command finds the intent.
         """
         held = begin_intent(
-            self.project, self.session, kind, before=before, anchor=self._anchor(), doc=doc
+            self.project,
+            self.session,
+            kind,
+            before=before,
+            anchor=self._anchor(),
+            doc=doc,
+            holder=holder,
         )
         self.policy.batch.overlap = others_running(self.project, self.session.id, held)
         return held

@@ -52,6 +52,9 @@ def merge_ledger(lines: Iterable[Change]) -> list[Change]:
     return [c for c in merged.values() if c.before != c.after]
 
 
+_KNOWN_WRITES = frozenset({"write_file", "edit"})
+
+
 def mark_ambiguous(lines: Sequence[Change], calls: Sequence[dict[str, Any]]) -> list[Change]:
     """The ledger of a batch that ran beside another session's: whatever a tree
     diff found (a command's changes, a restage's) may be the other's; what a
@@ -60,6 +63,8 @@ def mark_ambiguous(lines: Sequence[Change], calls: Sequence[dict[str, Any]]) -> 
     def found_by_diff(line: Change) -> bool:
         if not isinstance(line.by, int):
             return True
-        return 0 <= line.by < len(calls) and calls[line.by].get("tool") == "bash"
+        # A write_file or edit knows what it wrote; any other call (a command,
+        # an agent's own tool seen through its hooks) is found by a diff.
+        return 0 <= line.by < len(calls) and calls[line.by].get("tool") not in _KNOWN_WRITES
 
     return [replace(line, ambiguous=True) if found_by_diff(line) else line for line in lines]

@@ -29,7 +29,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from earshot.agent.core.calls import Bash, Call, EditFile, WriteFile
 from earshot.agent.core.records import WatchMark
 from earshot.agent.core.tracker import ChangeTracker, NullTracker
 from earshot.agent.core.vouched import vouched_since_mark, with_linked
@@ -113,6 +112,8 @@ class Restager:
         self.budget_ns = budget_ns
         self.belief = Belief()
         self.batch = BatchState()
+        #: The last state a restage recorded (the believed tree's snapshot).
+        self.last: Recorded | None = None
 
     def full(self, note: str) -> Recorded:
         log.debug("policy", restage="full", why=note)
@@ -122,6 +123,7 @@ class Restager:
         )
         self.batch.stale = False
         self.belief = Belief(rec.snapshot.tree, exact=True, token=token)
+        self.last = rec
         return rec
 
     def scoped(self, paths: set[str], note: str) -> Recorded:
@@ -138,6 +140,7 @@ class Restager:
             forced=self.batch.forced & paths,
         )
         self.belief = replace(self.belief, tree=rec.snapshot.tree)
+        self.last = rec
         return rec
 
     def seen(self) -> set[str] | None:
@@ -178,15 +181,17 @@ class Restager:
 
     def before_call(
         self,
-        call: Call,
         *,
+        writes: bool,
         destructive: Callable[[], bool],
         targets: set[str],
         written: tuple[str, ...],
     ) -> Recorded | None:
-        """Bring the recorded state up to date as the policy asks before ``call``.
+        """Bring the recorded state up to date as the policy asks before a call.
 
-        ``targets``: the paths the write run starting with ``call`` will write.
+        ``writes``: a write run (write_file and edit calls, or a tool that
+        writes only the files it names), else a command, whose changes are
+        found by diffing trees. ``targets``: the paths the write run will write.
         What the writes name is recorded whatever the ignore rules say, before
         and after: a write of an ignored ``.env`` can be undone. ``written``:
         every path the session has written.
@@ -209,7 +214,7 @@ class Restager:
         # With a gap-free watcher, restaging what it saw brings every path up to
         # date: the same state a full restage would record, at the cost of the
         # change (so a destructive command gets a scoped restage here too).
-        if batch.stale and seen is None and isinstance(call, Bash):
+        if batch.stale and seen is None and not writes:
             # Without a watcher, anything may have changed since the last batch
             # (the person, another tool). A command's changes are found by
             # diffing whole trees, so re-read it all while that is cheap; else
@@ -219,7 +224,7 @@ class Restager:
                 batch.written_fresh = True
                 return self.full("a new batch, no watcher")
             self.stop_vouching()
-        if isinstance(call, WriteFile | EditFile):
+        if writes:
             paths = set(targets)
             if not batch.written_fresh:
                 # The person may have changed what the session wrote since its

@@ -11,6 +11,7 @@ or lays out their keys:
 | ``agent`` | ``records-version`` | ``1``: the records are sealed |
 | | ``watch-mark`` | JSON: the daemon token and tree the last exact batch ended on |
 | | ``recent-batches`` | JSON: (session, start, end) of the last 64 batches of any session |
+| | ``bound/<agent>/<its session>`` | sealed JSON: the earshot session an agent's maps to |
 
 Batch and session values are small JSON documents, read a few at a time, by
 people as much as by code (``earshot log --json``), each sealed with a digest
@@ -257,3 +258,38 @@ def note_batch_span(txn: WriteBatch, session: str, started_ns: int, ended_ns: in
     recent = [*recent[-(_RECENT_KEEP - 1) :], [session, started_ns, ended_ns]]
     txn.put(AGENT, _RECENT, json.dumps(recent).encode())
     return beside
+
+
+def _bound_key(agent: str, agent_session: str) -> bytes:
+    return f"bound/{agent}/{agent_session}".encode()
+
+
+def get_bound_session(view: ReadView, agent: str, agent_session: str) -> str | None:
+    """The earshot session an agent's session (seen through its hooks) maps to."""
+    key = _bound_key(agent, agent_session)
+    raw = view.get(AGENT, key)
+    if raw is None:
+        return None
+    doc = unseal_json(key, raw, f"the session of {agent} session {agent_session}")
+    session = doc.get("session") if isinstance(doc, dict) else None
+    if not isinstance(session, str):
+        raise CorruptRecord(f"the session of {agent} session {agent_session}", "no session id")
+    return session
+
+
+def put_bound_session(txn: WriteBatch, agent: str, agent_session: str, session: str) -> None:
+    key = _bound_key(agent, agent_session)
+    doc = {"agent": agent, "agent_session": agent_session, "session": session}
+    txn.put(AGENT, key, seal_json(key, doc))
+
+
+def bound_sessions(view: ReadView) -> dict[str, tuple[str, str]]:
+    """Every earshot session an agent's session maps to -> (agent, its session id)."""
+    out: dict[str, tuple[str, str]] = {}
+    for key, value in view.items(AGENT, b"bound/"):
+        try:
+            doc = unseal_json(key, value, key.decode(errors="replace"))
+            out[str(doc["session"])] = (str(doc["agent"]), str(doc["agent_session"]))
+        except (CorruptRecord, KeyError, TypeError):
+            continue  # a damaged binding: that session just shows no agent
+    return out

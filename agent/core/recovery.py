@@ -6,7 +6,8 @@ An intent whose owner is gone (its lock is free) is finished by the next
 command that changes files, and reported by any other command. The rules,
 one per kind:
 
-- ``calls`` (a batch of tool calls): stop what is left of its command's
+- ``calls`` (a batch of tool calls, earshot's or an agent's seen through its
+  hooks, whose holder, the agent, is gone): stop what is left of its command's
   process group; remove its temp files; record the tree now (a full
   restage) as the state after, and the batch from the state before it
   (which was recorded before anything ran) to that, flagged *interrupted*.
@@ -35,6 +36,7 @@ from earshot.agent.core.batch import BY_RESTAGE, BatchKind, Change, State
 from earshot.agent.core.command import stop_orphaned_group
 from earshot.agent.core.commit import Draft
 from earshot.agent.core.engine import INTENT_CALLS, Engine
+from earshot.agent.core.external import EXTERNAL, recorded_calls
 from earshot.agent.core.ledger import tree_changes
 from earshot.agent.core.navigation import NAVIGATE, finish_navigation
 from earshot.agent.core.undo import finish_revert
@@ -205,6 +207,8 @@ def finish_batch(project: Project, held: Held) -> str:
         if "pgid" in note:
             stop_orphaned_group(int(note["pgid"]), note.get("start"))
     calls = list(doc.get("calls") or [])
+    if isinstance(doc.get(EXTERNAL), dict):  # an agent's calls, noted as its hooks saw them
+        calls = recorded_calls(notes)
     dirs = set()
     for call in calls:
         try:

@@ -64,7 +64,7 @@ def start_session_upkeep(project: Project) -> None:
     """
     if prune_sessions(project):
         with contextlib.suppress(StoreBusy):
-            project.gc(extra_roots=batch_roots(project))
+            project.gc(extra_roots=lambda: kept_roots(project))
 
 
 def prune_sessions(project: Project, keep: int = DEFAULT_KEEP_SESSIONS) -> list[str]:
@@ -88,9 +88,33 @@ def batch_roots(project: Project) -> list[Digest]:
     return roots
 
 
+def intent_roots(project: Project) -> list[Digest]:
+    """Every snapshot an operation not ended yet refers to: the state it began
+    from, and each state an agent's open batch noted (``external``'s "state"
+    notes), whether its owner runs or is gone and it waits to be finished."""
+    roots: list[Digest] = []
+    for intent in project.intents.pending():
+        texts = [intent.doc.get("before")]
+        for note in project.intents.notes(intent):
+            state = note.get("state")
+            if isinstance(state, dict):
+                texts.append(state.get("snap"))
+        for text in texts:
+            try:
+                roots.append(Digest(bytes.fromhex(str(text))))
+            except ValueError:
+                continue  # None, or not a digest: nothing to keep
+    return roots
+
+
+def kept_roots(project: Project) -> list[Digest]:
+    """What gc keeps beside the listed snapshots."""
+    return batch_roots(project) + intent_roots(project)
+
+
 def collect(
     project: Project, keep_sessions: int = DEFAULT_KEEP_SESSIONS, compact: bool = False
 ) -> GcReport:
     """Retention, then gc: prune old sessions' batches, keep every snapshot still named."""
     prune_sessions(project, keep_sessions)
-    return project.gc(extra_roots=batch_roots(project), compact=compact)
+    return project.gc(extra_roots=lambda: kept_roots(project), compact=compact)

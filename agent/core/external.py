@@ -1,0 +1,489 @@
+"""Batches whose calls another program runs: an agent's hooks bracket each call.
+
+An agent such as Claude Code runs its own tools and tells earshot of each
+call through hooks, each a short process of its own: one before the call,
+one after it, one when the model's response is done. A batch spans those
+processes:
+
+- The first call that may change files opens it: the policy's restage before
+  it (what the watch daemon saw, or a walk), then a ``calls`` intent that
+  reserves its number and names the agent's process as its *holder*: the
+  intent stays live between hook processes while the agent lives, and once
+  the agent is gone the next command records the batch as interrupted
+  (``recovery``).
+- Every event notes in the intent's notes the state it restaged (snapshot,
+  tree, the daemon's token) and the calls begun and ended; the next event
+  takes the policy's belief up from there.
+- What changed while a call ran is that call's: its end records it. A call
+  whose end never comes (an interrupted tool) keeps what it did: the next
+  event that restages (another call's start, the batch's close) first
+  records what changed since, and pins it on the calls still running, never
+  on the call about to start.
+- What changed while no call ran (the person, between two calls) is taken
+  into the state the next call starts from, as in the engine.
+- The batch commits at its one commit point (``Engine.record``) when the
+  agent says the model's response is done, or the turn or session ends.
+
+Every event of one session runs under the session's hook lock, so the
+notes are read and written by one process at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from earshot.agent.core.batch import BY_RESTAGE, Batch, BatchKind, Change
+from earshot.agent.core.commit import Draft, others_running
+from earshot.agent.core.engine import INTENT_CALLS, Engine
+from earshot.agent.core.files import resolve
+from earshot.agent.core.ledger import tree_changes
+from earshot.agent.core.policy import BatchState, Belief
+from earshot.cas.digest import Digest
+from earshot.cas.errors import EarshotError
+from earshot.cas.intents import Held, Intent
+from earshot.cas.logs import get_logger
+from earshot.cas.restage import relative_path
+
+log = get_logger("earshot.agent")
+
+#: What a batch of external calls keeps in its intent's doc.
+EXTERNAL = "external"
+
+
+class ToolKind(Enum):
+    """How a tool the agent runs may change files, as far as earshot can tell."""
+
+    #: Changes nothing: costs nothing.
+    READ = "read"
+    #: Writes only the files its input names (a Write, an Edit, a patch).
+    WRITE = "write"
+    #: A shell command: anything may change; judged destructive or not.
+    SHELL = "shell"
+    #: Starts subagents that run tools of their own: one unit with their calls.
+    DISPATCH = "dispatch"
+    #: A tool earshot does not know (an MCP server's): anything may change.
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalCall:
+    """A tool call the agent runs itself, as its hook describes it."""
+
+    #: The agent's own name for the tool (``Bash``, ``Write``, ``apply_patch``...).
+    tool: str
+    kind: ToolKind
+    #: The agent's id for the call (``tool_use_id``), or one made up from the payload.
+    key: str
+    command: str | None = None
+    #: What a write-kind tool names, as the agent gave them (absolute or relative).
+    paths: tuple[str, ...] = ()
+    #: Which agent made the call when it is not the main one (``subagent a1b2``).
+    agent: str | None = None
+
+    def describe(self, root: str) -> dict[str, Any]:
+        """The call as its batch records it (``tool`` ``bash`` for any shell command,
+        so it reads as the CLI's own calls do)."""
+        doc: dict[str, Any] = {"tool": "bash" if self.kind is ToolKind.SHELL else self.tool}
+        if self.kind is ToolKind.SHELL:
+            doc["agent_tool"] = self.tool
+        if self.command is not None:
+            doc["command"] = self.command
+        rels = _relative(root, self.paths)
+        if rels:
+            doc["path"] = rels[0]
+        if len(rels) > 1:
+            doc["paths"] = rels
+        doc["id"] = self.key
+        if self.kind is ToolKind.DISPATCH:
+            doc["dispatch"] = True
+        if self.agent is not None:
+            doc["agent"] = self.agent
+        return doc
+
+
+def _relative(root: str, paths: tuple[str, ...]) -> list[str]:
+    """The root-relative paths a write names: each as given, and where an in-root
+    link leads (the file really written). Paths outside the root are not earshot's."""
+    out: dict[str, None] = {}
+    for path in paths:
+        try:
+            out[relative_path(root, path)] = None
+            out[resolve(root, path)] = None
+        except (EarshotError, OSError, ValueError):
+            continue
+    return list(out)
+
+
+# -- the lock every event of a session takes ---------------------------------------
+
+
+@contextlib.contextmanager
+def session_lock(engine: Engine) -> Iterator[None]:
+    """One hook event of a session at a time (two tools that run at once, say)."""
+    directory = engine.project.store_dir / "external"
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(directory / f"{engine.session.id}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+# -- what the notes say -----------------------------------------------------------
+#
+# One JSON line per note. Every note that follows a restage carries the state
+# ("state": snapshot, tree, the daemon's token, exact), so the next event takes
+# the belief up from the last one. A call's start: "call", "begin" (the call
+# as recorded), "key". Its end: "call", "end" (what the agent said of it), and
+# "tree"/"by", the tree it left, by which recovery proves who made a change.
+# "span": [tree from, tree to] and "by": what changed while calls ran, and whose.
+# "gap": a call that ran with no state recorded before it. "overlap": another
+# session's batch ran meanwhile.
+
+
+@dataclass(slots=True)
+class _Notes:
+    """An open batch's progress, read back from its intent's notes."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    #: The agent's key of each call -> the calls with it (two identical calls
+    #: of an agent that gives no ids share one), in the order they began.
+    keys: dict[str, list[int]] = field(default_factory=dict)
+    #: Calls begun and not ended, in the order they began.
+    running: list[int] = field(default_factory=list)
+    #: (tree from, tree to, who): what changed while calls ran.
+    spans: list[tuple[Digest, Digest, int | str]] = field(default_factory=list)
+    #: The snapshot of the believed tree, and the belief.
+    snapshot: Digest | None = None
+    belief: Belief = field(default_factory=Belief)
+    folded: bool = False
+    overlap: bool = False
+
+    @staticmethod
+    def read(notes: list[dict[str, Any]]) -> _Notes:
+        out = _Notes()
+        for note in notes:
+            state = note.get("state")
+            if isinstance(state, dict):
+                out.snapshot = _digest(state["snap"])
+                out.belief = Belief(
+                    _digest(state["tree"]), bool(state.get("exact")), state.get("token")
+                )
+            if isinstance(note.get("begin"), dict):
+                index = len(out.calls)
+                out.calls.append(note["begin"])
+                out.keys.setdefault(str(note.get("key")), []).append(index)
+                out.running.append(index)
+            elif isinstance(note.get("end"), dict):
+                index = int(note["call"])
+                if index in out.running:
+                    out.running.remove(index)
+                if 0 <= index < len(out.calls):
+                    out.calls[index] = {**out.calls[index], **note["end"]}
+                out.folded |= bool(note.get("folded"))
+            elif isinstance(note.get("gap"), dict):
+                out.calls.append(note["gap"])
+            if isinstance(note.get("span"), list):
+                start, end = note["span"]
+                out.spans.append((_digest(start), _digest(end), note.get("by", BY_RESTAGE)))
+            out.overlap |= bool(note.get("overlap"))
+        return out
+
+
+def _digest(text: Any) -> Digest:
+    return Digest(bytes.fromhex(str(text)))
+
+
+def recorded_calls(notes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls an open batch's notes name, as its record lists them (for recovery)."""
+    return _Notes.read(notes).calls
+
+
+# -- the batch ---------------------------------------------------------------------
+
+
+class ExternalBatch:
+    """The open batch of one session, taken for one hook event.
+
+    Made by ``open_batch`` (the session's open batch, if any) or
+    ``begin_call`` (which opens one); ``done`` gives it up until the next
+    event, ``close`` commits it.
+    """
+
+    def __init__(self, engine: Engine, held: Held, notes: _Notes) -> None:
+        self.engine = engine
+        self.held = held
+        self.notes = notes
+
+    @classmethod
+    def resumed(cls, engine: Engine, held: Held) -> ExternalBatch:
+        """The batch ``held`` names, with the policy where its last event left it."""
+        notes = _Notes.read(held.notes())
+        policy = engine.policy
+        policy.belief = notes.belief
+        written = [p for c in notes.calls if c.get("path") for p in c.get("paths") or [c["path"]]]
+        policy.batch = BatchState(
+            started_ns=held.intent.started_ns,
+            written_fresh=bool(written),
+            forced=set(written),
+            overlap=notes.overlap,
+        )
+        engine.remember_written(written)
+        return cls(engine, held, notes)
+
+    @property
+    def seq(self) -> int:
+        return int(self.held.intent.doc["seq"])
+
+    @property
+    def running(self) -> list[int]:
+        """The calls begun and not ended, in the order they began."""
+        return list(self.notes.running)
+
+    def call_for(self, key: str) -> int | None:
+        """The call the agent calls ``key``, if one began in this batch and has not ended
+        (the first of several that share a key)."""
+        return next((i for i in self.notes.keys.get(key, ()) if i in self.notes.running), None)
+
+    def begin(self, call: ExternalCall, *, destructive: Callable[[], bool]) -> int:
+        """Record the state before ``call`` (the policy's restage) and note it begun."""
+        self._catch_up("a call began while another ran")
+        _restage_before(self.engine, call, destructive)
+        return self._begun(call)
+
+    def _begun(self, call: ExternalCall) -> int:
+        index = len(self.notes.calls)
+        doc = call.describe(self.engine.root)
+        self.notes.calls.append(doc)
+        self.notes.keys.setdefault(call.key, []).append(index)
+        self.notes.running.append(index)
+        if call.kind is ToolKind.WRITE:
+            written = (doc.get("paths") or [doc["path"]]) if "path" in doc else []
+            self.engine.remember_written(written)
+        self._note(call=index, begin=doc, key=call.key)
+        return index
+
+    def end(
+        self,
+        index: int,
+        call: ExternalCall,
+        *,
+        destructive: Callable[[], bool],
+        said: dict[str, Any] | None = None,
+    ) -> None:
+        """Record the state after call ``index`` and pin what changed on it.
+
+        ``said``: what the agent said of the call's end (an error, an
+        interrupt), kept with the call.
+        """
+        policy = self.engine.policy
+        start = policy.belief.tree
+        folded = False
+        if call.kind is ToolKind.WRITE:
+            targets = set(_relative(self.engine.root, call.paths))
+            policy.batch.forced |= targets
+            policy.after_writes(targets)
+        else:
+            signalled = bool(said and said.get("interrupted"))
+            folded = not policy.after_command(destructive=destructive, signalled=signalled)
+        if folded:
+            self.notes.folded = True
+        else:
+            self._span(start, index)
+        if index in self.notes.running:
+            self.notes.running.remove(index)
+        tree = policy.belief.tree
+        by: int | str = index if policy.belief.exact else BY_RESTAGE
+        self._note(
+            call=index,
+            end=said or {},
+            tree=tree.hex() if tree is not None else None,
+            by=by,
+            folded=folded,
+        )
+
+    def gap(self, call: ExternalCall, why: str) -> None:
+        """A call that ran with no state recorded before it: its changes are nobody's.
+
+        The state is brought up to date (what the call did is taken into the
+        state the next call starts from) and the batch says so: undo cannot
+        take that call back.
+        """
+        self._catch_up("a call ended that was never seen beginning")
+        self.engine.policy.after_command(destructive=lambda: True, signalled=False)
+        doc = {**call.describe(self.engine.root), "gap": why}
+        self.notes.calls.append(doc)
+        self._note(gap=doc)
+
+    def done(self) -> None:
+        """This event is done with the batch: it stays open for the next one."""
+        self.held.close()
+
+    def close(self, why: str) -> Batch:
+        """Commit the batch; calls still running are recorded as ended now, with ``why``."""
+        self._catch_up(why)
+        for index in self.notes.running:
+            self.notes.calls[index] = {**self.notes.calls[index], "unfinished": why}
+        self.notes.running.clear()
+        project = self.engine.project
+        ledger: list[Change] = []
+        for start, end, by in self.notes.spans:
+            ledger.extend(tree_changes(project, start, end, by=by))
+        doc = self.held.intent.doc
+        before = _digest(doc["before"]) if doc.get("before") else None
+        draft = Draft(
+            BatchKind.CALLS,
+            tuple(self.notes.calls),
+            before,
+            self.notes.snapshot if before is not None else None,
+            ledger,
+            folded=self.notes.folded,
+        )
+        self.engine.policy.batch.overlap |= self.notes.overlap
+        return self.engine.record(draft, held=self.held)
+
+    # -- the notes -----------------------------------------------------------------
+
+    def _note(self, **fields: Any) -> None:
+        """Note ``fields``, with the state the policy believes in now."""
+        policy = self.engine.policy
+        if policy.last is not None and policy.last.snapshot.tree == policy.belief.tree:
+            self.notes.snapshot = policy.last.digest
+        self.notes.belief = belief = policy.belief
+        if self.notes.snapshot is not None and belief.tree is not None:
+            fields["state"] = {
+                "snap": self.notes.snapshot.hex(),
+                "tree": belief.tree.hex(),
+                "token": belief.token if isinstance(belief.token, str) else None,
+                "exact": belief.exact,
+            }
+        self.held.note(**fields)
+        if not self.notes.overlap and others_running(
+            self.engine.project, self.engine.session.id, self.held
+        ):
+            self.notes.overlap = True
+            self.held.note(overlap=True)
+
+    def _span(self, start: Digest | None, by: int | str) -> None:
+        """What changed from ``start`` to the believed tree is ``by``'s."""
+        belief = self.engine.policy.belief
+        end = belief.tree
+        if start is None or end is None or start == end:
+            return
+        if not belief.exact:
+            by = BY_RESTAGE
+        self.notes.spans.append((start, end, by))
+        self.held.note(span=[start.hex(), end.hex()], by=by)
+
+    def _catch_up(self, why: str) -> None:
+        """Record what the calls still running changed so far, and pin it on them."""
+        if not self.notes.running:
+            return
+        start = self.engine.policy.belief.tree
+        self.engine.policy.after_command(destructive=lambda: True, signalled=False)
+        self._span(start, self.notes.running[0])
+        log.debug("external", catch_up=why, running=self.notes.running)
+
+
+def _restage_before(engine: Engine, call: ExternalCall, destructive: Callable[[], bool]) -> None:
+    """The policy's restage before ``call``: a dispatch of subagents walks, as the
+    engine's does; a write restages what it names; a command as judged."""
+    policy = engine.policy
+    if call.kind is ToolKind.DISPATCH:
+        policy.batch.written_fresh = True
+        policy.full("before a subagent dispatch")
+        return
+    writes = call.kind is ToolKind.WRITE
+    targets = set(_relative(engine.root, call.paths)) if writes else set()
+    policy.before_call(
+        writes=writes, destructive=destructive, targets=targets, written=engine.session.written
+    )
+
+
+def _open_intent(engine: Engine) -> Intent | None:
+    for intent in engine.project.intents.pending():
+        doc = intent.doc
+        ours = intent.kind == INTENT_CALLS and doc.get("session") == engine.session.id
+        if ours and isinstance(doc.get(EXTERNAL), dict):
+            return intent
+    return None
+
+
+def open_batch(engine: Engine) -> ExternalBatch | None:
+    """The session's open batch, taken for this event; None when none is open."""
+    intent = _open_intent(engine)
+    if intent is None:
+        return None
+    held = engine.project.intents.take(intent)
+    if held is None:
+        return None  # it ended meanwhile
+    return ExternalBatch.resumed(engine, held)
+
+
+def _open(
+    engine: Engine,
+    call: ExternalCall,
+    *,
+    holder: tuple[int, int | None] | None,
+    agent: str,
+    destructive: Callable[[], bool],
+) -> ExternalBatch:
+    """Open a batch: record the state before ``call`` first (as the policy asks),
+    then commit the intent that reserves the batch's number, with ``holder``
+    (the agent's process) keeping it live between events."""
+    policy = engine.policy
+    policy.batch = BatchState(started_ns=time.time_ns(), stale=True)
+    policy.last = None
+    _restage_before(engine, call, destructive)
+    before = policy.last.digest if policy.last is not None else engine.project.head_snapshot()
+    held = engine.begin_intent(
+        INTENT_CALLS, before, {"calls": [], EXTERNAL: {"agent": agent}}, holder=holder
+    )
+    notes = _Notes(snapshot=before, belief=policy.belief, overlap=policy.batch.overlap)
+    return ExternalBatch(engine, held, notes)
+
+
+def begin_call(
+    engine: Engine,
+    call: ExternalCall,
+    *,
+    holder: tuple[int, int | None] | None,
+    agent: str,
+    destructive: Callable[[], bool],
+) -> tuple[ExternalBatch, int]:
+    """Note ``call`` begun in the session's open batch, opening one if none is."""
+    batch = open_batch(engine)
+    if batch is not None:
+        return batch, batch.begin(call, destructive=destructive)
+    batch = _open(engine, call, holder=holder, agent=agent, destructive=destructive)
+    return batch, batch._begun(call)
+
+
+def record_gap(
+    engine: Engine,
+    call: ExternalCall,
+    why: str,
+    *,
+    holder: tuple[int, int | None] | None,
+    agent: str,
+) -> ExternalBatch:
+    """Note that ``call`` ran with no state recorded before it, in the session's
+    open batch, opening one (from the state now, which holds what it did) if none is."""
+    batch = open_batch(engine)
+    if batch is not None:
+        batch.gap(call, why)
+        return batch
+    unknown = ExternalCall(call.tool, ToolKind.UNKNOWN, call.key)
+    batch = _open(engine, unknown, holder=holder, agent=agent, destructive=lambda: True)
+    doc = {**call.describe(engine.root), "gap": why}
+    batch.notes.calls.append(doc)
+    batch._note(gap=doc)
+    return batch

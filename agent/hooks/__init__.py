@@ -1,0 +1,1 @@
+"""Adapters mapping other agents' hook events onto earshot's sessions, batches and logs."""

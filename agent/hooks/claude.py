@@ -1,0 +1,135 @@
+"""Claude Code's hooks: its payloads as ``HookEvent``s, and the answers it reads.
+
+Every payload has ``session_id``, ``transcript_path``, ``cwd`` and
+``hook_event_name``. Tool events carry ``tool_name``, ``tool_input`` and
+``tool_use_id``; PostToolUse ``tool_response``, PostToolUseFailure ``error``
+and ``is_interrupt``. PostToolBatch ends a model response, Stop a turn.
+A subagent's tool calls come with ``agent_id``. A hook answers with JSON on
+stdout: ``systemMessage`` is shown to the person; a PreToolUse hook denies
+the call with ``hookSpecificOutput.permissionDecision``, its reason shown to
+the model. Plain text on stdout would be added to the model's context for
+SessionStart and UserPromptSubmit, so earshot prints JSON or nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from earshot.agent.core.external import ExternalCall, ToolKind
+from earshot.agent.hooks import quick
+from earshot.agent.hooks.answer import Answer
+from earshot.agent.hooks.events import EventKind, HookEvent, content_key, text_field
+
+AGENT = "claude"
+
+READ_ONLY = quick.READ_ONLY[AGENT]
+#: Tools that write only the files their input names, and where it names them.
+WRITES = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path"}
+NOTEBOOK = {"NotebookEdit": "notebook_path"}
+SHELLS = frozenset({"Bash"})
+DISPATCHES = frozenset({"Task", "Agent"})
+
+_EVENTS = {
+    "SessionStart": EventKind.SESSION_START,
+    "UserPromptSubmit": EventKind.PROMPT,
+    "PreToolUse": EventKind.PRE_TOOL,
+    "PostToolUse": EventKind.POST_TOOL,
+    "PostToolUseFailure": EventKind.POST_TOOL,
+    "PostToolBatch": EventKind.RESPONSE_END,
+    "Stop": EventKind.TURN_END,
+    "StopFailure": EventKind.TURN_END,
+    "SessionEnd": EventKind.SESSION_END,
+    "PreCompact": EventKind.COMPACT,
+}
+
+
+def tool_kind(name: str) -> ToolKind:
+    if name in READ_ONLY:
+        return ToolKind.READ
+    if name in WRITES or name in NOTEBOOK:
+        return ToolKind.WRITE
+    if name in SHELLS:
+        return ToolKind.SHELL
+    if name in DISPATCHES:
+        return ToolKind.DISPATCH
+    return ToolKind.UNKNOWN
+
+
+def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
+    name = text_field(payload, "tool_name", required=True)
+    assert name is not None
+    raw = payload.get("tool_input")
+    tool_input = raw if isinstance(raw, dict) else {}
+    kind = tool_kind(name)
+    key = text_field(payload, "tool_use_id") or content_key(name, tool_input)
+    command = tool_input.get("command") if kind is ToolKind.SHELL else None
+    field = WRITES.get(name) or NOTEBOOK.get(name)
+    paths: tuple[str, ...] = ()
+    if field is not None and isinstance(tool_input.get(field), str):
+        paths = (_absolute(tool_input[field], cwd),)
+    agent = text_field(payload, "agent_id")
+    return ExternalCall(
+        name,
+        kind,
+        key,
+        command=command if isinstance(command, str) else None,
+        paths=paths,
+        agent=f"subagent {agent}" if agent else None,
+    )
+
+
+def _absolute(path: str, cwd: str | None) -> str:
+    return path if os.path.isabs(path) or cwd is None else os.path.join(cwd, path)
+
+
+def parse(payload: dict[str, Any]) -> HookEvent:
+    """The event a Claude Code hook payload stands for."""
+    name = text_field(payload, "hook_event_name", required=True)
+    assert name is not None
+    kind = _EVENTS.get(name, EventKind.OTHER)
+    session = text_field(payload, "session_id", required=True)
+    assert session is not None
+    cwd = os.environ.get("CLAUDE_PROJECT_DIR") or text_field(payload, "cwd")
+    call = (
+        _call(payload, text_field(payload, "cwd"))
+        if kind in (EventKind.PRE_TOOL, EventKind.POST_TOOL)
+        else None
+    )
+    text = None
+    if kind is EventKind.PROMPT:
+        text = text_field(payload, "prompt") or ""
+    elif kind is EventKind.TURN_END:
+        text = text_field(payload, "last_assistant_message")
+    error = text_field(payload, "error") if name == "PostToolUseFailure" else None
+    detail = (
+        text_field(payload, "source")
+        or text_field(payload, "reason")
+        or text_field(payload, "trigger")
+    )
+    return HookEvent(
+        AGENT,
+        name,
+        kind,
+        session,
+        cwd=cwd,
+        call=call,
+        text=text,
+        error=error or (f"{name}" if name == "PostToolUseFailure" else None),
+        interrupted=bool(payload.get("is_interrupt")),
+        detail=detail,
+    )
+
+
+def render(event: HookEvent, answer: Answer) -> dict[str, Any] | None:
+    """What Claude Code reads on the hook's stdout; None: print nothing."""
+    out: dict[str, Any] = {}
+    if answer.deny is not None and event.kind is EventKind.PRE_TOOL:
+        out["hookSpecificOutput"] = {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": answer.deny,
+        }
+    if answer.message is not None:
+        out["systemMessage"] = answer.message
+    return out or None

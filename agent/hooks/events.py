@@ -1,0 +1,92 @@
+"""One hook event, whatever agent sent it: what earshot does is decided on this.
+
+Each agent's module (``claude``, ``codex``, ``gemini``) turns the JSON its
+hooks receive on stdin into a ``HookEvent``; ``handler`` maps events onto
+sessions, batches and the conversation log; the agent's module turns the
+outcome back into what that agent reads on the hook's stdout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from earshot.agent.core.external import ExternalCall
+
+
+class EventKind(Enum):
+    """What an event means to earshot."""
+
+    #: The agent's session started or resumed: bind it to an earshot session.
+    SESSION_START = "session_start"
+    #: The person sent a prompt: a prompt entry; an open batch is closed first.
+    PROMPT = "prompt"
+    #: A tool is about to run.
+    PRE_TOOL = "pre_tool"
+    #: A tool ran (or failed, or was interrupted).
+    POST_TOOL = "post_tool"
+    #: Every tool call of one model response has ended: the batch closes.
+    RESPONSE_END = "response_end"
+    #: The agent finished answering the prompt: anything open closes.
+    TURN_END = "turn_end"
+    #: The agent's session ended: anything open closes.
+    SESSION_END = "session_end"
+    #: The agent is about to compact its context: a compaction entry.
+    COMPACT = "compact"
+    #: Anything else: nothing to do.
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class HookEvent:
+    """A hook event, read from the agent's payload."""
+
+    agent: str
+    #: The event's own name, as the agent calls it (``PreToolUse``).
+    name: str
+    kind: EventKind
+    #: The agent's session id: one earshot session per agent session.
+    session: str
+    #: The directory the agent works in (its project directory when it says).
+    cwd: str | None = None
+    #: The tool call of a PRE_TOOL or POST_TOOL event.
+    call: ExternalCall | None = None
+    #: The prompt's text (PROMPT), or the agent's last message (TURN_END).
+    text: str | None = None
+    #: What went wrong with a tool (POST_TOOL): its error.
+    error: str | None = None
+    #: The tool was cut off (the person pressed Esc, a timeout).
+    interrupted: bool = False
+    #: SessionStart's ``source``, SessionEnd's ``reason``, PreCompact's ``trigger``.
+    detail: str | None = None
+    #: The agent's turn, where it says (Codex's ``turn_id``): a new turn closes
+    #: what the last one left open.
+    turn: str | None = None
+
+
+class BadPayload(ValueError):
+    """A hook payload that is not what the agent's hook reference describes."""
+
+
+def text_field(payload: dict[str, Any], name: str, *, required: bool = False) -> str | None:
+    """A string field of the payload; ``BadPayload`` when required and missing."""
+    value = payload.get(name)
+    if isinstance(value, str) and value:
+        return value
+    if required:
+        raise BadPayload(f"the payload has no {name!r}")
+    return None
+
+
+def content_key(name: str, tool_input: Any) -> str:
+    """A key for a call whose agent gives it no id: its tool and input.
+
+    The hook before a call and the hook after it see the same input, so both
+    find the same key; two identical calls running at once are told apart by
+    the order they began in.
+    """
+    text = json.dumps(tool_input, sort_keys=True, separators=(",", ":"), default=str)
+    return f"{name}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"

@@ -1,0 +1,57 @@
+"""Which process is the agent: the one whose life keeps its open batch live.
+
+An agent runs each hook through a shell (Claude Code: ``/bin/sh -c``), and
+the hook may reach earshot through further wrappers (``env``, ``timeout``)
+or, hosted by the watch daemon, through earshot's thin client. The agent is
+the first ancestor of the hook that is none of those.
+"""
+
+from __future__ import annotations
+
+import os
+
+from earshot.cas.procs import name_of, parent_of, start_time
+
+#: Programs that run a hook on the agent's behalf and end with it.
+_WRAPPERS = frozenset(
+    {
+        "sh",
+        "bash",
+        "dash",
+        "zsh",
+        "ksh",
+        "mksh",
+        "fish",
+        "busybox",
+        "env",
+        "timeout",
+        "nice",
+        "nohup",
+        "stdbuf",
+        "earshot",
+        "python",
+        "python3",
+    }
+)
+_MAX_DEPTH = 16
+
+
+def _wrapper(name: str) -> bool:
+    # comm is cut at 15 characters; python3.11 and the like count as python.
+    return name in _WRAPPERS or name.startswith("python")
+
+
+def agent_process(hook_pid: int | None = None) -> tuple[int, int | None] | None:
+    """(pid, start time) of the agent that ran the hook process ``hook_pid``
+    (default: this process); None when no such ancestor is found (pid 1 reached)."""
+    pid = parent_of(hook_pid if hook_pid is not None else os.getpid())
+    for _ in range(_MAX_DEPTH):
+        if pid is None or pid <= 1:
+            return None
+        name = name_of(pid)
+        if name is None:
+            return None
+        if not _wrapper(name):
+            return pid, start_time(pid)
+        pid = parent_of(pid)
+    return None

@@ -1,0 +1,109 @@
+"""What a hook's thin client decides before it imports anything of earshot.
+
+Standard library only: the ``earshot`` script reads the payload, answers a
+read-only tool's event with nothing at once (it costs an interpreter's
+start-up and no more), and finds the root whose daemon runs the rest. The
+agents' modules take their tool lists from here, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+AGENTS = ("claude", "codex", "gemini")
+
+#: Each agent's tools that change no file. A subagent dispatch is not one.
+READ_ONLY: dict[str, frozenset[str]] = {
+    "claude": frozenset(
+        {
+            "Read",
+            "Glob",
+            "Grep",
+            "LS",
+            "WebFetch",
+            "WebSearch",
+            "TodoWrite",
+            "TodoRead",
+            "NotebookRead",
+            "ExitPlanMode",
+            "EnterPlanMode",
+            "BashOutput",
+            "TaskOutput",
+            "KillShell",
+            "KillBash",
+            "ListMcpResourcesTool",
+            "ReadMcpResourceTool",
+            "AskUserQuestion",
+            "ToolSearch",
+        }
+    ),
+    "codex": frozenset(
+        {
+            "read_file",
+            "list_dir",
+            "grep_files",
+            "view_image",
+            "update_plan",
+            "web_search",
+            "list_mcp_resources",
+            "list_mcp_resource_templates",
+            "read_mcp_resource",
+        }
+    ),
+    "gemini": frozenset(
+        {
+            "read_file",
+            "read_many_files",
+            "list_directory",
+            "glob",
+            "search_file_content",
+            "grep_search",
+            "google_web_search",
+            "web_fetch",
+            "write_todos",
+            "save_memory",
+            "get_internal_docs",
+            "activate_skill",
+        }
+    ),
+}
+
+#: The events that name one tool call: before it and after it.
+TOOL_EVENTS: dict[str, frozenset[str]] = {
+    "claude": frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"}),
+    "codex": frozenset({"PreToolUse", "PostToolUse"}),
+    "gemini": frozenset({"BeforeTool", "AfterTool"}),
+}
+
+#: The events earshot acts on; any other costs nothing.
+HANDLED: dict[str, frozenset[str]] = {
+    "claude": TOOL_EVENTS["claude"]
+    | {"SessionStart", "UserPromptSubmit", "PostToolBatch", "Stop", "SessionEnd", "PreCompact"},
+    "codex": TOOL_EVENTS["codex"] | {"SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"},
+    "gemini": TOOL_EVENTS["gemini"]
+    | {"SessionStart", "BeforeAgent", "BeforeModel", "AfterAgent", "SessionEnd", "PreCompress"},
+}
+
+#: The variable in which each agent gives its hooks the project's directory.
+PROJECT_DIR = {"claude": "CLAUDE_PROJECT_DIR", "codex": "", "gemini": "GEMINI_PROJECT_DIR"}
+
+
+def costs_nothing(agent: str, payload: Any) -> bool:
+    """Whether the event needs nothing of earshot: a read-only tool's, or one it ignores."""
+    if not isinstance(payload, dict) or agent not in AGENTS:
+        return False
+    name = payload.get("hook_event_name")
+    if name not in HANDLED[agent]:
+        return True
+    return name in TOOL_EVENTS[agent] and payload.get("tool_name") in READ_ONLY[agent]
+
+
+def project_dir(agent: str, payload: Any) -> str | None:
+    """The root an agent's hook acts on: the project directory the agent gives its
+    hooks, else the payload's ``cwd``; None when neither says."""
+    given = os.environ.get(PROJECT_DIR.get(agent, "") or "_")
+    if given:
+        return given
+    cwd = payload.get("cwd") if isinstance(payload, dict) else None
+    return cwd if isinstance(cwd, str) and cwd else None

@@ -1,0 +1,152 @@
+"""``earshot hook AGENT``: one hook event of Claude Code, Codex CLI or Gemini CLI.
+
+The agent runs it with the event's JSON on stdin (``earshot install`` sets
+that up). It never blocks the agent unless installed with ``--strict``: what
+goes wrong is said to the person in the agent's own way (a ``systemMessage``)
+and the call runs; stdout carries exactly one JSON answer or nothing, since
+an agent may read plain text there as context for the model. It gives up
+before the agent's own timeout (``--timeout``), in the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from types import FrameType, ModuleType
+from typing import Any
+
+import click
+
+from earshot.agent.hooks import quick
+
+from . import common
+
+#: Seconds an event may take before earshot lets the tool run unrecorded; the
+#: agent's own timeout (set by ``earshot install``) is longer.
+DEFAULT_TIMEOUT_S = 100
+#: A payload is a few KiB; a Write of a big file carries it twice.
+MAX_PAYLOAD = 256 << 20
+
+
+class HookTimeout(Exception):
+    """The event took longer than ``--timeout``."""
+
+
+def adapter(agent: str) -> ModuleType:
+    """The module that reads the agent's payloads and words earshot's answers."""
+    import importlib
+
+    return importlib.import_module(f"earshot.agent.hooks.{agent}")
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Raise ``HookTimeout`` in this (main) thread once ``seconds`` have passed."""
+
+    def expired(signum: int, frame: FrameType | None) -> None:
+        raise HookTimeout(f"it took longer than {seconds:g} s (earshot hook --timeout)")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@click.command()
+@click.argument("agent", type=click.Choice(quick.AGENTS))
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse a tool whose state before could not be recorded (the model is told why), "
+    "instead of letting it run unrecorded.",
+)
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
+    help="The working tree (default: the agent's project directory, else the event's cwd).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    help="Seconds before earshot gives up on an event and lets the tool run.",
+)
+@click.option("-v", "--verbose", count=True, help="Log to stderr (-vv for debug).")
+def hook(agent: str, strict: bool, root: str | None, timeout: float, verbose: int) -> None:
+    """Handle one hook event of AGENT (claude, codex or gemini), read as JSON from stdin.
+
+    'earshot install AGENT' puts this command in the agent's settings; there
+    is no need to run it by hand. Always exits 0: a failure is said to the
+    person (the agent shows it) and the tool still runs, unless --strict.
+    """
+    common.configure_logging(verbose)
+    module = adapter(agent)
+    stdout = sys.stdout
+    answer: dict[str, Any] | None = None
+    try:
+        payload = json.loads(sys.stdin.buffer.read(MAX_PAYLOAD))
+        event = module.parse(payload)
+    except (ValueError, UnicodeDecodeError, AttributeError) as exc:
+        answer = {"systemMessage": f"earshot: could not read the {agent} hook's event: {exc}"}
+    else:
+        if quick.costs_nothing(agent, payload):
+            return
+        where = root or quick.project_dir(agent, payload) or os.getcwd()
+        answer = _answer(module, event, where, strict, timeout)
+    if answer is not None:
+        stdout.write(json.dumps(answer, ensure_ascii=True) + "\n")
+        stdout.flush()
+
+
+def _answer(
+    module: ModuleType, event: Any, root: str, strict: bool, timeout: float
+) -> dict[str, Any] | None:
+    """Handle the event in ``root``; whatever goes wrong becomes the answer's message."""
+    from earshot.agent.core.calls import error_text
+    from earshot.agent.hooks.answer import Answer
+    from earshot.agent.hooks.handler import Options, failure, handle
+    from earshot.agent.hooks.process import agent_process
+
+    said = io.StringIO()
+    try:
+        # Nothing may reach the agent's stdout but the answer: what earshot
+        # says on the way (an interrupted batch it recorded) goes into it.
+        with _deadline(timeout), contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            answer = _handled(event, root, strict, handle, Options, agent_process)
+    except Exception as exc:  # fail open, but say so: never a traceback at the agent
+        answer = failure(event, error_text(exc), strict)
+    lines = [line for line in said.getvalue().splitlines() if line.strip()]
+    if lines:
+        merged = "\n".join([*lines, *([answer.message] if answer.message else [])])
+        answer = Answer(message=merged, deny=answer.deny)
+    rendered: dict[str, Any] | None = module.render(event, answer)
+    return rendered
+
+
+def _handled(
+    event: Any, root: str, strict: bool, handle: Any, options: Any, agent_process: Any
+) -> Any:
+    from earshot.agent.core.records import TABLES
+    from earshot.cas.project import Project
+
+    if not os.path.isdir(root):
+        raise NotADirectoryError(f"{root}: no such directory (the agent's project directory)")
+    caller = common.CALLER_PID or os.getpid()
+    with Project(root, extra_tables=TABLES) as project:
+        common.settle(project, True)
+        return handle(
+            project,
+            event,
+            tracker=common.tracker(project),
+            options=options(strict=strict, holder=agent_process(caller)),
+        )
