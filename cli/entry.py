@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 #: The commands a daemon runs for a client.
-HOSTED = frozenset({"bash", "write", "edit", "exec", "undo", "redo", "log", "snapshot", "restore"})
+HOSTED = frozenset(
+    {"bash", "write", "edit", "exec", "undo", "redo", "log", "snapshot", "restore", "hook"}
+)
 _CONNECT_S = 0.5
 _HELLO_S = 2.0
 
@@ -55,12 +57,48 @@ def main() -> None:
                 file=sys.stderr,
             )
             sys.exit(1)
+    if argv and argv[0] == "hook":
+        argv = _hook_event(argv)
     code = _through_daemon(argv) if _hostable(argv) else None
     if code is not None:
         sys.exit(code)
     from earshot.cli.main import main as full
 
     full()
+
+
+def _hook_event(argv: list[str]) -> list[str]:
+    """``earshot hook AGENT``: answer a read-only tool's event at once, else find the root.
+
+    The payload is read here: an event that needs nothing (a Read, a Grep)
+    exits before anything else is imported or asked. The root is the agent's
+    project directory (or the payload's cwd), given to the command as
+    ``--root`` so the daemon of that root serves it; the payload becomes the
+    command's stdin again (a memfd), in-process or in the daemon's worker.
+    """
+    from earshot.agent.hooks import quick
+
+    agent = argv[1] if len(argv) > 1 else ""
+    if agent not in quick.AGENTS or any(a in ("-h", "--help") for a in argv[2:]):
+        return argv
+    data = sys.stdin.buffer.read()
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        payload = None  # the command says what is wrong with it
+    if payload is not None and quick.costs_nothing(agent, payload):
+        sys.exit(0)
+    fd = os.memfd_create("earshot-hook-event", os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.dup2(fd, 0)
+    os.close(fd)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115
+    if _root(argv) == ".":
+        argv = [*argv, "--root", quick.project_dir(agent, payload) or os.getcwd()]
+    return argv
 
 
 def _open_standard_fds() -> None:

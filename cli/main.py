@@ -51,6 +51,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "redo": ("cmd_history", "redo", "Redo the most recent undo."),
     "watch": ("cmd_watch", "watch", "Run the watcher daemon of the root (--status, --stop)."),
     "hook": ("cmd_hook", "hook", "Handle one hook event of Claude Code, Codex or Gemini CLI."),
+    "install": ("cmd_install", "install", "Record what Claude Code, Codex or Gemini CLI does."),
+    "uninstall": ("cmd_install", "uninstall", "Take earshot's hooks out of an agent's settings."),
 }
 
 

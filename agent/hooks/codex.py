@@ -1,0 +1,105 @@
+"""Codex CLI's hooks: its payloads as ``HookEvent``s, and the answers it reads.
+
+Codex sends the event names Claude Code does (SessionStart,
+UserPromptSubmit, PreToolUse, PostToolUse, Stop, SessionEnd), each payload
+with ``session_id``, ``turn_id``, ``transcript_path``, ``cwd`` and
+``hook_event_name``. Its shell tool reaches hooks as ``Bash`` with
+``tool_input.command``; ``apply_patch`` carries the patch text in
+``tool_input.command``. It has no event for the end of a model response, so
+a Codex batch is a turn: every call from a prompt to ``Stop``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from earshot.agent.core.external import ExternalCall, ToolKind
+from earshot.agent.hooks import quick
+from earshot.agent.hooks.answer import Answer
+from earshot.agent.hooks.events import EventKind, HookEvent, content_key, text_field
+from earshot.agent.hooks.patch import patch_paths
+
+AGENT = "codex"
+READ_ONLY = quick.READ_ONLY[AGENT]
+SHELLS = frozenset({"Bash", "shell", "exec_command", "local_shell", "unified_exec"})
+PATCHES = frozenset({"apply_patch"})
+
+_EVENTS = {
+    "SessionStart": EventKind.SESSION_START,
+    "UserPromptSubmit": EventKind.PROMPT,
+    "PreToolUse": EventKind.PRE_TOOL,
+    "PostToolUse": EventKind.POST_TOOL,
+    "Stop": EventKind.TURN_END,
+    "SessionEnd": EventKind.SESSION_END,
+}
+
+
+def tool_kind(name: str) -> ToolKind:
+    if name in READ_ONLY:
+        return ToolKind.READ
+    if name in PATCHES:
+        return ToolKind.WRITE
+    if name in SHELLS:
+        return ToolKind.SHELL
+    return ToolKind.UNKNOWN
+
+
+def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
+    name = text_field(payload, "tool_name", required=True)
+    assert name is not None
+    raw = payload.get("tool_input")
+    tool_input = raw if isinstance(raw, dict) else {}
+    kind = tool_kind(name)
+    key = text_field(payload, "tool_use_id") or content_key(name, tool_input)
+    text = tool_input.get("command")
+    if not isinstance(text, str):
+        text = tool_input.get("cmd") if isinstance(tool_input.get("cmd"), str) else None
+    if kind is ToolKind.WRITE:
+        paths = tuple(
+            p if os.path.isabs(p) or cwd is None else os.path.join(cwd, p)
+            for p in patch_paths(text or "")
+        )
+        return ExternalCall(name, kind, key, paths=paths)
+    return ExternalCall(name, kind, key, command=text if kind is ToolKind.SHELL else None)
+
+
+def parse(payload: dict[str, Any]) -> HookEvent:
+    """The event a Codex CLI hook payload stands for."""
+    name = text_field(payload, "hook_event_name", required=True)
+    assert name is not None
+    kind = _EVENTS.get(name, EventKind.OTHER)
+    session = text_field(payload, "session_id", required=True)
+    assert session is not None
+    cwd = text_field(payload, "cwd")
+    call = _call(payload, cwd) if kind in (EventKind.PRE_TOOL, EventKind.POST_TOOL) else None
+    text = None
+    if kind is EventKind.PROMPT:
+        text = text_field(payload, "prompt") or ""
+    elif kind is EventKind.TURN_END:
+        text = text_field(payload, "last_assistant_message")
+    return HookEvent(
+        AGENT,
+        name,
+        kind,
+        session,
+        cwd=cwd,
+        call=call,
+        text=text,
+        detail=text_field(payload, "source") or text_field(payload, "reason"),
+        turn=text_field(payload, "turn_id"),
+    )
+
+
+def render(event: HookEvent, answer: Answer) -> dict[str, Any] | None:
+    """What Codex reads on the hook's stdout; None: print nothing."""
+    out: dict[str, Any] = {}
+    if answer.deny is not None and event.kind is EventKind.PRE_TOOL:
+        out["hookSpecificOutput"] = {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": answer.deny,
+        }
+    if answer.message is not None:
+        out["systemMessage"] = answer.message
+    return out or None

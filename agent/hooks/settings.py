@@ -1,0 +1,170 @@
+"""Each agent's hook settings, and earshot's entries in them: added, found, removed.
+
+Pure functions over the settings document (parsed JSON): everything else in
+it, every other hook included, is kept as it was, in its order. An entry is
+earshot's when its command runs ``earshot hook AGENT``, whatever path or
+options it was installed with; adding replaces earshot's entries of the
+agent, so installing twice changes nothing and installing again with other
+options changes only them.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+#: The events earshot hooks, per agent, each with its matcher (None: the
+#: event takes none). Tool events match every tool: read-only ones cost the
+#: hook's start-up only, and a tool earshot does not know is recorded.
+EVENTS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "claude": (
+        ("SessionStart", None),
+        ("UserPromptSubmit", None),
+        ("PreToolUse", "*"),
+        ("PostToolUse", "*"),
+        ("PostToolUseFailure", "*"),
+        ("PostToolBatch", None),
+        ("Stop", None),
+        ("SessionEnd", None),
+        ("PreCompact", None),
+    ),
+    "codex": (
+        ("SessionStart", None),
+        ("UserPromptSubmit", None),
+        ("PreToolUse", None),
+        ("PostToolUse", None),
+        ("Stop", None),
+        ("SessionEnd", None),
+    ),
+    "gemini": (
+        ("SessionStart", None),
+        ("BeforeAgent", None),
+        ("BeforeModel", None),
+        ("BeforeTool", "*"),
+        ("AfterTool", "*"),
+        ("AfterAgent", None),
+        ("SessionEnd", None),
+    ),
+}
+#: How long the agent waits for a hook (earshot gives up 20 s earlier itself).
+AGENT_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True, slots=True)
+class HookCommand:
+    """The command earshot's entries run."""
+
+    #: The ``earshot`` executable (an absolute path, so the agent's PATH does not matter).
+    program: str
+    agent: str
+    strict: bool = False
+
+    def line(self) -> str:
+        words = [self.program, "hook", self.agent]
+        if self.strict:
+            words.append("--strict")
+        words += ["--timeout", str(AGENT_TIMEOUT_S - 20)]
+        return shlex.join(words)
+
+
+def is_ours(command: Any, agent: str) -> bool:
+    """Whether a hook command is one earshot installed for ``agent``."""
+    if not isinstance(command, str):
+        return False
+    return re.search(rf"(^|[/\s'\"])earshot['\"]?\s+hook\s+{agent}(\s|$)", command) is not None
+
+
+def _entry(agent: str, command: HookCommand) -> dict[str, Any]:
+    hook: dict[str, Any] = {"type": "command", "command": command.line()}
+    if agent == "gemini":
+        hook = {"type": "command", "name": "earshot", "command": command.line()}
+        hook["timeout"] = AGENT_TIMEOUT_S * 1000  # Gemini counts in milliseconds
+    else:
+        hook["timeout"] = AGENT_TIMEOUT_S
+    return hook
+
+
+def _without_ours(groups: Any, agent: str) -> list[Any]:
+    """An event's matcher groups with earshot's hooks taken out (a group left empty goes)."""
+    if not isinstance(groups, list):
+        return []
+    out = []
+    for group in groups:
+        hooks = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(hooks, list):
+            out.append(group)
+            continue
+        kept = [h for h in hooks if not (isinstance(h, dict) and is_ours(h.get("command"), agent))]
+        if kept:
+            out.append({**group, "hooks": kept})
+        elif len(kept) == len(hooks):
+            out.append(group)
+    return out
+
+
+def add_hooks(doc: dict[str, Any], command: HookCommand) -> dict[str, Any]:
+    """``doc`` with earshot's hooks for ``command.agent``, and nothing else changed."""
+    agent = command.agent
+    out = copy.deepcopy(doc)
+    hooks = out.get("hooks")
+    if not isinstance(hooks, dict):
+        hooks = {}
+    for event, matcher in EVENTS[agent]:
+        groups = _without_ours(hooks.get(event), agent)
+        group: dict[str, Any] = {"hooks": [_entry(agent, command)]}
+        if matcher is not None:
+            group = {"matcher": matcher, **group}
+        hooks[event] = [*groups, group]
+    out["hooks"] = hooks
+    if agent == "gemini":
+        config = out.get("hooksConfig")
+        out["hooksConfig"] = {**(config if isinstance(config, dict) else {}), "enabled": True}
+    return out
+
+
+def remove_hooks(doc: dict[str, Any], agent: str) -> dict[str, Any]:
+    """``doc`` without earshot's hooks for ``agent``; events left with none go, and
+    so does ``hooks`` when nothing is left in it. Anything else stays (Gemini's
+    ``hooksConfig`` too: other hooks may need it)."""
+    out = copy.deepcopy(doc)
+    hooks = out.get("hooks")
+    if not isinstance(hooks, dict):
+        return out
+    for event in list(hooks):
+        before = hooks[event]
+        after = _without_ours(before, agent)
+        if after != before:
+            if after:
+                hooks[event] = after
+            else:
+                del hooks[event]
+    if not hooks:
+        del out["hooks"]
+    return out
+
+
+def installed(doc: dict[str, Any], agent: str) -> list[str]:
+    """The events under which earshot's hooks for ``agent`` are in ``doc``."""
+    hooks = doc.get("hooks")
+    if not isinstance(hooks, dict):
+        return []
+    found = []
+    for event, groups in hooks.items():
+        if _without_ours(groups, agent) != (groups if isinstance(groups, list) else []):
+            found.append(event)
+    return found
+
+
+def settings_file(agent: str, scope: str, root: str, home: str, codex_home: str | None) -> str:
+    """Where the agent reads its hooks: the project's file (``scope`` "project"),
+    or the person's own ("user")."""
+    import os.path
+
+    if agent == "codex":
+        base = os.path.join(root, ".codex") if scope == "project" else codex_home
+        return os.path.join(base or os.path.join(home, ".codex"), "hooks.json")
+    folder = ".claude" if agent == "claude" else ".gemini"
+    return os.path.join(root if scope == "project" else home, folder, "settings.json")
