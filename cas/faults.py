@@ -10,8 +10,9 @@ unless ``$EARSHOT_FAULTS`` names the site:
 ``N`` is which arrival at the site fires (default 1; ``N+``: that one and
 every one after it, a disk that stays full); ``action`` is ``kill``
 (SIGKILL to this process, the default), ``term`` (SIGTERM), ``int``
-(SIGINT, as Ctrl-C), ``enospc`` or
-``eio`` (raise that OSError there). Before firing, the point writes
+(SIGINT, as Ctrl-C), ``hang`` (sleep an hour there: a store that
+never answers, for timeouts), ``enospc`` or ``eio`` (raise that OSError
+there). Before firing, the point writes
 ``earshot-fault: SITE`` to stderr, so a test can assert where the crash was.
 The plan is read once, at import; unset, a point costs one global lookup.
 """
@@ -21,9 +22,10 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import time
 
 ENV = "EARSHOT_FAULTS"
-_ACTIONS = ("kill", "term", "int", "enospc", "eio")
+_ACTIONS = ("kill", "term", "int", "hang", "enospc", "eio")
 
 
 def _parse(text: str) -> dict[str, tuple[int, bool, str]]:
@@ -36,7 +38,7 @@ def _parse(text: str) -> dict[str, tuple[int, bool, str]]:
         nth = nth.removesuffix("+")
         if action not in _ACTIONS or (nth and not nth.isdigit()):
             raise ValueError(
-                f"{ENV}: cannot read {item!r} (site[@N[+]][=kill|term|int|enospc|eio])"
+                f"{ENV}: cannot read {item!r} (site[@N[+]][=kill|term|int|hang|enospc|eio])"
             )
         plan[site] = (int(nth or 1), onward, action)
     return plan
@@ -84,6 +86,8 @@ def point(site: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     elif action in ("term", "int"):
         os.kill(os.getpid(), signal.SIGTERM if action == "term" else signal.SIGINT)
+    elif action == "hang":
+        time.sleep(3600)
     else:
         code = errno.ENOSPC if action == "enospc" else errno.EIO
         raise OSError(code, os.strerror(code), f"<fault {site}>")

@@ -85,7 +85,16 @@ def batch_line(batch: Batch) -> str:
         flags.append("folded: changes go to the next snapshot, not attributed")
     elif any(not isinstance(c.by, int) for c in batch.ledger) and not batch.kind.self_created:
         flags.append("some changes found by a restage, not attributed to a call")
-    if not batch.ledger and not batch.folded:
+    gaps = sum(1 for c in batch.calls if c.get("gap"))
+    if gaps:
+        flags.append(
+            f"{gaps} {'call' if gaps == 1 else 'calls'} not recorded: no state before, "
+            "so undo cannot take it back"
+        )
+    unended = sum(1 for c in batch.calls if c.get("unfinished"))
+    if unended:
+        flags.append(f"{unended} {'call' if unended == 1 else 'calls'} never said it ended")
+    if not batch.ledger and not batch.folded and not gaps:
         flags.append("changed nothing")
     tail = f"  [{'; '.join(flags)}]" if flags else ""
     return (

@@ -487,3 +487,16 @@ def record_gap(
     batch.notes.calls.append(doc)
     batch._note(gap=doc)
     return batch
+
+
+def close_idle(engine: Engine, why: str) -> Batch | None:
+    """Commit the session's open batch if no call of it is running (the agent waits
+    for the person): an undo asked for now must not wait for the response to end."""
+    with session_lock(engine):
+        batch = open_batch(engine)
+        if batch is None:
+            return None
+        try:
+            return None if batch.running else batch.close(why)
+        finally:
+            batch.done()

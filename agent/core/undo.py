@@ -31,6 +31,7 @@ from typing import Any
 from earshot.agent.core.batch import Batch, BatchKind
 from earshot.agent.core.commit import Draft
 from earshot.agent.core.engine import Engine
+from earshot.agent.core.external import close_idle
 from earshot.agent.core.records import get_batch, session_batches
 from earshot.agent.core.reversal import (
     NOT_BY_A_CALL,
@@ -154,7 +155,12 @@ def _marks(
 
 
 def _refuse_if_unrecorded(engine: Engine) -> None:
-    """Undo must never step over a batch of its session that is not recorded yet."""
+    """Undo must never step over a batch of its session that is not recorded yet.
+
+    An agent's batch left open with no call running (the agent waits for the
+    person, who asks for the undo) is committed first, and so undoable.
+    """
+    close_idle(engine, "undo, redo or rewind was asked")
     intents = engine.project.intents
     for intent in intents.pending():
         if intent.doc.get("session") == engine.session.id and "seq" in intent.doc:

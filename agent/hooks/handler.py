@@ -43,6 +43,7 @@ from earshot.agent.core.records import get_bound_session, put_bound_session
 from earshot.agent.core.tracker import ChangeTracker
 from earshot.agent.hooks.answer import SILENT, Answer
 from earshot.agent.hooks.events import EventKind, HookEvent
+from earshot.cas import faults
 from earshot.cas.errors import EarshotError
 from earshot.cas.logs import get_logger
 from earshot.cas.project import Project
@@ -130,6 +131,7 @@ def handle(
         return _failed(event, exc, options)
     with session_lock(engine):
         try:
+            faults.point("hook-event")
             return _handle(engine, event, options)
         except (EarshotError, OSError) as exc:
             return _failed(event, exc, options)

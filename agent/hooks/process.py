@@ -2,8 +2,9 @@
 
 An agent runs each hook through a shell (Claude Code: ``/bin/sh -c``), and
 the hook may reach earshot through further wrappers (``env``, ``timeout``)
-or, hosted by the watch daemon, through earshot's thin client. The agent is
-the first ancestor of the hook that is none of those.
+or, hosted by the watch daemon, through earshot's thin client (``earshot``).
+The agent is the first ancestor of the hook that is none of those. An agent
+written in Python counts as one: a Python process is never taken for a wrapper.
 """
 
 from __future__ import annotations
@@ -29,16 +30,9 @@ _WRAPPERS = frozenset(
         "nohup",
         "stdbuf",
         "earshot",
-        "python",
-        "python3",
     }
 )
 _MAX_DEPTH = 16
-
-
-def _wrapper(name: str) -> bool:
-    # comm is cut at 15 characters; python3.11 and the like count as python.
-    return name in _WRAPPERS or name.startswith("python")
 
 
 def agent_process(hook_pid: int | None = None) -> tuple[int, int | None] | None:
@@ -51,7 +45,7 @@ def agent_process(hook_pid: int | None = None) -> tuple[int, int | None] | None:
         name = name_of(pid)
         if name is None:
             return None
-        if not _wrapper(name):
+        if name not in _WRAPPERS:
             return pid, start_time(pid)
         pid = parent_of(pid)
     return None

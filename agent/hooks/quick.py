@@ -86,7 +86,7 @@ HANDLED: dict[str, frozenset[str]] = {
 }
 
 #: The variable in which each agent gives its hooks the project's directory.
-PROJECT_DIR = {"claude": "CLAUDE_PROJECT_DIR", "codex": "", "gemini": "GEMINI_PROJECT_DIR"}
+PROJECT_DIR = {"claude": "CLAUDE_PROJECT_DIR", "gemini": "GEMINI_PROJECT_DIR"}
 
 
 def costs_nothing(agent: str, payload: Any) -> bool:
@@ -102,7 +102,8 @@ def costs_nothing(agent: str, payload: Any) -> bool:
 def project_dir(agent: str, payload: Any) -> str | None:
     """The root an agent's hook acts on: the project directory the agent gives its
     hooks, else the payload's ``cwd``; None when neither says."""
-    given = os.environ.get(PROJECT_DIR.get(agent, "") or "_")
+    variable = PROJECT_DIR.get(agent)
+    given = os.environ.get(variable) if variable else None
     if given:
         return given
     cwd = payload.get("cwd") if isinstance(payload, dict) else None

@@ -1,0 +1,461 @@
+"""``earshot hook claude``: an agent's tool calls as batches, through its hook events.
+
+The events come from a stand-in agent process (tests/fake_agent.py) that
+runs each hook as its child through /bin/sh, as Claude Code does; what the
+"tool" does happens in the test between its two events. Every test runs
+in-process and through the root's daemon. The real agents are driven in
+tests/cli/test_real_agents.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from earshot_cli import Cli
+from fake_agent import Claude
+
+pytestmark = pytest.mark.both_modes
+
+
+@pytest.fixture
+def agent(cli: Cli, root: Path) -> Iterator[Claude]:
+    claude = Claude(cli.env(), root)
+    assert claude.start().rc == 0
+    yield claude
+    claude.close()
+
+
+def log_of(cli: Cli, session: str | None = None) -> dict[str, Any]:
+    """``earshot log --json`` of ``session`` (default: the most recently active)."""
+    more = ("--session", session) if session else ()
+    doc: dict[str, Any] = cli.run("log", "--json", *more).json()
+    return doc
+
+
+def only_session(cli: Cli) -> str:
+    (session,) = cli.run("sessions", "--json").json()["sessions"]
+    return str(session["id"])
+
+
+def changes(batch: dict[str, Any]) -> dict[str, Any]:
+    return {c["path"]: c["by"] for c in batch["changes"]}
+
+
+def seed(root: Path) -> None:
+    (root / "build").mkdir()
+    (root / "build" / "old.o").write_text("object\n")
+    (root / "src.py").write_text("x = 1\n")
+
+
+def generate(root: Path) -> None:
+    shutil.rmtree(root / "build")
+    (root / "gen").mkdir()
+    for i in range(3):
+        (root / "gen" / f"f{i}.txt").write_text(f"{i}\n")
+
+
+# -- one batch per model response ---------------------------------------------------
+
+
+def test_a_bash_call_and_a_write_make_one_batch_each_call_owning_its_changes(
+    cli: Cli, root: Path, agent: Claude, tree: Callable[..., Any]
+) -> None:
+    seed(root)
+    before = tree(root)
+    agent.prompt("regenerate")
+    agent.bash("rm -rf build && generate", lambda: generate(root))
+    agent.write(root / "notes.md", "notes\n")
+    assert agent.response_end().answer() is None
+    agent.stop()
+    (batch,) = log_of(cli)["batches"]
+    assert [c["tool"] for c in batch["calls"]] == ["bash", "Write"]
+    assert changes(batch) == {
+        "build/old.o": 0,
+        "gen/f0.txt": 0,
+        "gen/f1.txt": 0,
+        "gen/f2.txt": 0,
+        "notes.md": 1,
+    }
+    cli.run("undo")
+    assert tree(root) == before
+
+
+def test_undo_2_rewind_and_redo_work_per_response_and_per_prompt(
+    cli: Cli, root: Path, agent: Claude, tree: Callable[..., Any]
+) -> None:
+    seed(root)
+    start = tree(root)
+    agent.prompt("first")
+    agent.bash("generate", lambda: generate(root))
+    agent.response_end()
+    after_one = tree(root)
+    agent.write(root / "a.txt", "a\n")
+    agent.response_end()
+    agent.stop()
+    after_first_prompt = tree(root)
+    agent.prompt("second")
+    agent.write(root / "src.py", "x = 2\n")
+    agent.response_end()
+    agent.stop()
+    assert [b["seq"] for b in log_of(cli)["batches"]] == [1, 2, 3]
+    prompts = cli.run("tree", "--json").json()["prompts"]
+    assert [p["text"] for p in prompts] == ["first", "second"]
+    cli.run("undo")
+    assert tree(root) == after_first_prompt
+    cli.run("undo")
+    assert tree(root) == after_one
+    cli.run("redo")
+    assert tree(root) == after_first_prompt
+    cli.run("rewind", "1", "--code")
+    assert tree(root) == start
+
+
+def test_a_resumed_agent_session_is_the_same_earshot_session(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.prompt("one")
+    agent.write(root / "a.txt", "a\n")
+    agent.stop()
+    agent.end()
+    again = Claude(cli.env(), root, session=agent.session)
+    try:
+        again.start("resume")
+        again.prompt("two")
+        again.write(root / "b.txt", "b\n")
+        again.stop()
+    finally:
+        again.close()
+    sessions = cli.run("sessions", "--json").json()["sessions"]
+    assert len(sessions) == 1
+    assert [b["seq"] for b in log_of(cli)["batches"]] == [1, 2]
+
+
+def test_read_only_tools_create_nothing(cli: Cli, root: Path, home: Path) -> None:
+    claude = Claude(cli.env(), root)
+    try:
+        ran = claude.pre("Read", {"file_path": str(root / "x")}, "toolu_read")
+        assert (ran.rc, ran.stdout) == (0, "")
+        ran = claude.post("Grep", {"pattern": "x"}, "toolu_grep")
+        assert (ran.rc, ran.stdout) == (0, "")
+    finally:
+        claude.close()
+    assert not list(home.glob("sessions/*/*.jsonl"))
+    assert "no sessions" in cli.run("sessions").stdout
+
+
+# -- what a hook prints ---------------------------------------------------------------
+
+
+def test_stdout_is_nothing_on_success_and_one_json_answer_otherwise(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    runs = [agent.prompt("p")]
+    ident = agent.new_id()
+    runs.append(agent.pre("Bash", {"command": "true"}, ident))
+    runs.append(agent.post("Bash", {"command": "true"}, ident))
+    runs += [agent.response_end(), agent.stop(), agent.send("PreCompact", trigger="manual")]
+    runs.append(agent.end())
+    assert [(r.rc, r.stdout) for r in runs] == [(0, "")] * len(runs)
+    garbled = agent.send_raw("{not json")
+    assert garbled.rc == 0
+    answer = garbled.answer()
+    assert answer is not None and "could not read" in answer["systemMessage"]
+
+
+def test_an_event_that_cannot_be_recorded_runs_the_tool_and_says_so(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.env = cli.env(EARSHOT_FAULTS="hook-event=enospc")
+    ran = agent.pre("Bash", {"command": "touch x"}, agent.new_id())
+    assert ran.rc == 0
+    answer = ran.answer()
+    assert answer is not None and set(answer) == {"systemMessage"}
+    assert "Bash runs unrecorded" in answer["systemMessage"]
+    assert "No space left on device" in answer["systemMessage"]
+
+
+def test_strict_refuses_the_tool_with_a_reason_the_model_sees(cli: Cli, root: Path) -> None:
+    claude = Claude(cli.env(EARSHOT_FAULTS="hook-event=enospc"), root, options="--strict")
+    try:
+        answer = claude.pre("Bash", {"command": "touch x"}, "toolu_strict").answer()
+    finally:
+        claude.close()
+    assert answer is not None
+    decision = answer["hookSpecificOutput"]
+    assert decision["hookEventName"] == "PreToolUse"
+    assert decision["permissionDecision"] == "deny"
+    assert "--strict" in decision["permissionDecisionReason"]
+
+
+def test_an_event_that_takes_too_long_lets_the_tool_run(cli: Cli, root: Path) -> None:
+    claude = Claude(cli.env(EARSHOT_FAULTS="hook-event=hang"), root, options="--timeout 1")
+    try:
+        answer = claude.pre("Bash", {"command": "true"}, "toolu_slow").answer()
+    finally:
+        claude.close()
+    assert answer is not None and "longer than 1 s" in answer["systemMessage"]
+
+
+# -- calls whose end never comes, gaps, failures --------------------------------------
+
+
+def test_a_call_whose_end_never_comes_keeps_its_changes_and_the_next_call_gets_none(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.prompt("p")
+    lost = agent.new_id()
+    agent.pre("Bash", {"command": "make lost"}, lost)
+    (root / "lost.txt").write_text("made by the call that never ended\n")
+    # No PostToolUse: the tool was cut off. The next call begins.
+    agent.write(root / "next.txt", "next\n")
+    agent.response_end()
+    (batch,) = log_of(cli)["batches"]
+    assert changes(batch) == {"lost.txt": 0, "next.txt": 1}
+    assert batch["calls"][0]["unfinished"] == "the model's response ended"
+    cli.run("undo")
+    assert not (root / "lost.txt").exists() and not (root / "next.txt").exists()
+
+
+def test_a_call_still_running_at_the_end_of_the_turn_is_recorded_as_its_own(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.prompt("p")
+    agent.pre("Bash", {"command": "sleep 30; touch late"}, agent.new_id())
+    (root / "late").write_text("x\n")
+    agent.stop()  # interrupted: no PostToolUse, no PostToolBatch
+    (batch,) = log_of(cli)["batches"]
+    assert changes(batch) == {"late": 0}
+    assert batch["calls"][0]["unfinished"] == "the turn ended"
+
+
+def test_a_failed_or_interrupted_call_keeps_what_it_changed_and_says_why(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.prompt("p")
+    ident = agent.new_id()
+    tool_input = {"command": "touch half && false"}
+    agent.pre("Bash", tool_input, ident)
+    (root / "half").write_text("")
+    agent.post("Bash", tool_input, ident, error="Exit code 1")
+    cut = agent.new_id()
+    agent.pre("Bash", {"command": "sleep 9"}, cut)
+    (root / "cut").write_text("")
+    agent.post("Bash", {"command": "sleep 9"}, cut, interrupted=True)
+    agent.response_end()
+    (batch,) = log_of(cli)["batches"]
+    assert changes(batch) == {"half": 0, "cut": 1}
+    assert batch["calls"][0]["error"] == "Exit code 1"
+    assert batch["calls"][1]["interrupted"] is True
+
+
+def test_a_call_seen_only_ending_is_a_gap_the_log_shows(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.prompt("p")
+    (root / "unseen.txt").write_text("x\n")
+    answer = agent.post("Bash", {"command": "touch unseen.txt"}, agent.new_id()).answer()
+    assert answer is not None and "ran unrecorded" in answer["systemMessage"]
+    agent.response_end()
+    (batch,) = log_of(cli)["batches"]
+    assert "never seen" in batch["calls"][0]["gap"]
+    assert batch["changes"] == []  # not pinned on anyone: undo never deletes it
+    text = cli.run("log").stdout
+    assert "not recorded" in text
+
+
+def test_two_calls_at_once_keep_their_changes_in_the_batch(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.prompt("p")
+    a, b = agent.new_id(), agent.new_id()
+    agent.pre("Bash", {"command": "a"}, a)
+    (root / "a1").write_text("")
+    agent.pre("Bash", {"command": "b"}, b)
+    (root / "b1").write_text("")
+    agent.post("Bash", {"command": "b"}, b)
+    (root / "a2").write_text("")
+    agent.post("Bash", {"command": "a"}, a)
+    agent.response_end()
+    (batch,) = log_of(cli)["batches"]
+    made = changes(batch)
+    assert set(made) == {"a1", "b1", "a2"}
+    assert made["a1"] == 0  # before the second call began: the first's
+    assert all(isinstance(by, int) for by in made.values())
+    cli.run("undo")
+    assert sorted(p.name for p in root.iterdir()) == []
+
+
+def test_a_subagent_dispatch_is_one_unit_with_its_subagents_calls(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.prompt("p")
+    task = agent.new_id()
+    agent.pre("Task", {"description": "d", "prompt": "p", "subagent_type": "x"}, task)
+    child = Claude(cli.env(), root, session=agent.session)
+    try:
+        child_call = child.new_id()
+        tool_input = {"command": "touch by-child"}
+        child.pre("Bash", tool_input, child_call, agent_id="a1b2")
+        (root / "by-child").write_text("")
+        child.post("Bash", tool_input, child_call, agent_id="a1b2")
+        child.send("PostToolBatch", tool_calls=[], agent_id="a1b2")  # the subagent's response
+        child.send("SubagentStop", agent_id="a1b2")
+    finally:
+        child.close()
+    assert log_of(cli)["batches"] == []  # still one open unit
+    agent.post("Task", {"description": "d"}, task)
+    agent.response_end()
+    (batch,) = log_of(cli)["batches"]
+    assert [c["tool"] for c in batch["calls"]] == ["Task", "bash"]
+    assert batch["calls"][1]["agent"] == "subagent a1b2"
+    assert changes(batch) == {"by-child": 1}
+
+
+def test_a_write_to_an_ignored_file_is_recorded_and_undone(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    (root / ".gitignore").write_text(".env\n")
+    (root / ".env").write_text("SECRET=1\n")
+    agent.prompt("p")
+    agent.write(root / ".env", "SECRET=2\n")
+    agent.response_end()
+    cli.run("undo")
+    assert (root / ".env").read_text() == "SECRET=1\n"
+
+
+def test_a_compaction_becomes_an_entry_of_the_log(
+    cli: Cli, root: Path, agent: Claude, home: Path
+) -> None:
+    agent.prompt("p")
+    agent.send("PreCompact", trigger="manual", custom_instructions="")
+    (log,) = list(home.glob("sessions/*/*.jsonl"))
+    entries = [json.loads(line) for line in log.read_text().splitlines()[1:]]
+    assert [e["type"] for e in entries] == ["user", "compaction"]
+    assert entries[1]["summary"] == "claude compacted its context (manual)"
+
+
+# -- the agent's process: live while it runs, recovered once it is gone -------------
+
+
+def test_while_the_agent_lives_other_commands_leave_its_open_batch_alone(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.prompt("p")
+    ident = agent.new_id()
+    agent.pre("Bash", {"command": "sleep"}, ident)
+    (root / "a").write_text("")
+    mine = only_session(cli)
+    other = cli.run("session", "new").stdout.strip()
+    cli.run("bash", "true", session=other)  # a command that finishes interrupted work
+    pending = log_of(cli, mine)["pending"]
+    assert len(pending) == 1 and pending[0]["running"] is True
+    refused = cli.run("undo", "--session", mine, expect=1)
+    assert "is running in another process" in refused.stderr
+    agent.post("Bash", {"command": "sleep"}, ident)
+    agent.response_end()
+    assert [changes(b) for b in log_of(cli, mine)["batches"]] == [{"a": 0}]
+
+
+def test_undo_asked_while_the_agent_waits_closes_its_open_batch_first(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.prompt("p")
+    agent.write(root / "a.txt", "a\n")  # no PostToolBatch yet: the person presses Esc
+    cli.run("undo")
+    assert not (root / "a.txt").exists()
+    kinds = [b["kind"] for b in log_of(cli)["batches"]]
+    assert kinds == ["calls", "undo"]
+
+
+def test_a_killed_agent_s_open_batch_is_recorded_as_interrupted_by_the_next_command(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    (root / "old.txt").write_text("old\n")
+    agent.prompt("p")
+    agent.write(root / "made.txt", "made\n")
+    ident = agent.new_id()
+    agent.pre("Bash", {"command": "rm old.txt"}, ident)
+    (root / "old.txt").unlink()
+    mine = only_session(cli)
+    other = cli.run("session", "new").stdout.strip()
+    agent.kill()
+    ran = cli.run("log", "--session", mine)
+    assert "interrupted" in ran.stderr
+    finished = cli.run("bash", "true", session=other)
+    assert "recorded interrupted batch 1" in finished.stderr
+    batch = log_of(cli, mine)["batches"][0]
+    assert batch["interrupted"] is True
+    assert [c["tool"] for c in batch["calls"]] == ["Write", "bash"]
+    assert changes(batch) == {"made.txt": 0, "old.txt": "restage"}
+    cli.run("undo", "--session", mine)
+    assert (root / "old.txt").read_text() == "old\n"
+    # Proven by its notes: the write made it, so undo takes it back.
+    assert not (root / "made.txt").exists()
+
+
+def test_gc_keeps_what_an_open_batch_recorded(cli: Cli, root: Path, agent: Claude) -> None:
+    (root / "f.txt").write_text("v1\n")
+    agent.prompt("p")
+    ident = agent.new_id()
+    agent.pre("Bash", {"command": "edit"}, ident)
+    (root / "f.txt").write_text("v2\n")
+    cli.run("gc")
+    agent.post("Bash", {"command": "edit"}, ident)
+    agent.response_end()
+    assert cli.run("fsck", expect=0).rc == 0
+    cli.run("undo")
+    assert (root / "f.txt").read_text() == "v1\n"
+
+
+@pytest.mark.parametrize("agent_name", ["codex", "gemini"])
+def test_the_other_agents_payloads_make_batches_too(
+    cli: Cli, root: Path, agent_name: str, tree: Callable[..., Any]
+) -> None:
+    from fake_agent import FakeAgent
+
+    (root / "old.txt").write_text("old\n")
+    before = tree(root)
+    fake = FakeAgent(cli.env(), root, agent=agent_name, session=f"{agent_name}-1")
+    try:
+        if agent_name == "codex":
+            turn = {"turn_id": "t1", "model": "gpt-5.5", "permission_mode": "default"}
+            fake.send("SessionStart", source="startup", **turn)
+            fake.send("UserPromptSubmit", prompt="go", **turn)
+            shell = {"tool_name": "Bash", "tool_input": {"command": "rm old.txt"}}
+            fake.send("PreToolUse", tool_use_id="call_1", **shell, **turn)
+            (root / "old.txt").unlink()
+            fake.send("PostToolUse", tool_use_id="call_1", tool_response="", **shell, **turn)
+            patch = "*** Begin Patch\n*** Add File: new.txt\n+hello\n*** End Patch\n"
+            edit = {"tool_name": "apply_patch", "tool_input": {"command": patch}}
+            fake.send("PreToolUse", tool_use_id="call_2", **edit, **turn)
+            (root / "new.txt").write_text("hello\n")
+            fake.send("PostToolUse", tool_use_id="call_2", tool_response="ok", **edit, **turn)
+            fake.send("Stop", last_assistant_message="done", **turn)
+        else:
+            fake.send("SessionStart", source="startup")
+            fake.send("BeforeAgent", prompt="go")
+            fake.send("BeforeModel")
+            shell = {"tool_name": "run_shell_command", "tool_input": {"command": "rm old.txt"}}
+            fake.send("BeforeTool", **shell)
+            (root / "old.txt").unlink()
+            fake.send("AfterTool", tool_response={"llmContent": ""}, **shell)
+            write = {
+                "tool_name": "write_file",
+                "tool_input": {"file_path": "new.txt", "content": "hello\n"},
+            }
+            fake.send("BeforeTool", **write)
+            (root / "new.txt").write_text("hello\n")
+            fake.send("AfterTool", tool_response={"llmContent": ""}, **write)
+            fake.send("BeforeModel")
+            fake.send("AfterAgent", prompt="go", prompt_response="done")
+    finally:
+        fake.close()
+    (batch,) = log_of(cli)["batches"]
+    assert changes(batch) == {"old.txt": 0, "new.txt": 1}
+    cli.run("undo")
+    assert tree(root) == before
