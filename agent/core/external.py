@@ -146,7 +146,7 @@ def session_lock(engine: Engine) -> Iterator[None]:
 # "tree"/"by", the tree it left, by which recovery proves who made a change.
 # "span": [tree from, tree to] and "by": what changed while calls ran, and whose.
 # "gap": a call that ran with no state recorded before it. "overlap": another
-# session's batch ran meanwhile.
+# session's batch ran meanwhile. "subagent" and "running": a subagent began or ended.
 
 
 @dataclass(slots=True)
@@ -166,6 +166,8 @@ class _Notes:
     belief: Belief = field(default_factory=Belief)
     folded: bool = False
     overlap: bool = False
+    #: Subagents begun and not ended.
+    subagents: set[str] = field(default_factory=set)
 
     @staticmethod
     def read(notes: list[dict[str, Any]]) -> _Notes:
@@ -195,6 +197,12 @@ class _Notes:
                 start, end = note["span"]
                 out.spans.append((_digest(start), _digest(end), note.get("by", BY_RESTAGE)))
             out.overlap |= bool(note.get("overlap"))
+            subagent = note.get("subagent")
+            if isinstance(subagent, str):
+                if note.get("running"):
+                    out.subagents.add(subagent)
+                else:
+                    out.subagents.discard(subagent)
         return out
 
 
@@ -247,6 +255,21 @@ class ExternalBatch:
     def running(self) -> list[int]:
         """The calls begun and not ended, in the order they began."""
         return list(self.notes.running)
+
+    @property
+    def dispatching(self) -> bool:
+        """Whether a subagent dispatch runs: a dispatching call, or a subagent it started."""
+        calls = self.notes.calls
+        return bool(self.notes.subagents) or any(calls[i].get("dispatch") for i in self.running)
+
+    def subagent(self, ident: str, running: bool) -> None:
+        """Note that subagent ``ident`` began (or ended): the batch stays one unit
+        with its calls until it ends, even when the call that started it has."""
+        if running:
+            self.notes.subagents.add(ident)
+        else:
+            self.notes.subagents.discard(ident)
+        self.held.note(subagent=ident, running=running)
 
     def call_for(self, key: str) -> int | None:
         """The call the agent calls ``key``, if one began in this batch and has not ended

@@ -41,7 +41,11 @@ _EVENTS = {
     "StopFailure": EventKind.TURN_END,
     "SessionEnd": EventKind.SESSION_END,
     "PreCompact": EventKind.COMPACT,
+    "SubagentStart": EventKind.SUBAGENT_START,
+    "SubagentStop": EventKind.SUBAGENT_STOP,
 }
+#: What Claude Code submits as a prompt when a background task ends: not the person's.
+_NOTIFICATION = "<task-notification>"
 
 
 def tool_kind(name: str) -> ToolKind:
@@ -88,6 +92,8 @@ def parse(payload: dict[str, Any]) -> HookEvent:
     name = text_field(payload, "hook_event_name", required=True)
     assert name is not None
     kind = _EVENTS.get(name, EventKind.OTHER)
+    if kind is EventKind.PROMPT and str(payload.get("prompt", "")).startswith(_NOTIFICATION):
+        kind = EventKind.OTHER
     session = text_field(payload, "session_id", required=True)
     assert session is not None
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or text_field(payload, "cwd")
@@ -118,6 +124,7 @@ def parse(payload: dict[str, Any]) -> HookEvent:
         error=error or (f"{name}" if name == "PostToolUseFailure" else None),
         interrupted=bool(payload.get("is_interrupt")),
         detail=detail,
+        subagent=text_field(payload, "agent_id"),
     )
 
 

@@ -6,7 +6,11 @@ with ``session_id``, ``turn_id``, ``transcript_path``, ``cwd`` and
 ``hook_event_name``. Its shell tool reaches hooks as ``Bash`` with
 ``tool_input.command``; ``apply_patch`` carries the patch text in
 ``tool_input.command``. It has no event for the end of a model response, so
-a Codex batch is a turn: every call from a prompt to ``Stop``.
+a Codex batch is a turn: every call from a prompt to ``Stop``. It runs the
+shell calls of one response at once (their PreToolUse hooks in any order),
+and a patch that fails fires no PostToolUse. With its multi-agent tools,
+``collaborationspawn_agent`` starts a subagent that SubagentStart and
+SubagentStop bracket, its calls carrying ``agent_id``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ AGENT = "codex"
 READ_ONLY = quick.READ_ONLY[AGENT]
 SHELLS = frozenset({"Bash", "shell", "exec_command", "local_shell", "unified_exec"})
 PATCHES = frozenset({"apply_patch"})
+#: Its multi-agent tools reach hooks with their namespace glued on.
+DISPATCHES = frozenset({"collaborationspawn_agent", "spawn_agent"})
 
 _EVENTS = {
     "SessionStart": EventKind.SESSION_START,
@@ -32,6 +38,9 @@ _EVENTS = {
     "PostToolUse": EventKind.POST_TOOL,
     "Stop": EventKind.TURN_END,
     "SessionEnd": EventKind.SESSION_END,
+    "PreCompact": EventKind.COMPACT,
+    "SubagentStart": EventKind.SUBAGENT_START,
+    "SubagentStop": EventKind.SUBAGENT_STOP,
 }
 
 
@@ -42,6 +51,8 @@ def tool_kind(name: str) -> ToolKind:
         return ToolKind.WRITE
     if name in SHELLS:
         return ToolKind.SHELL
+    if name in DISPATCHES:
+        return ToolKind.DISPATCH
     return ToolKind.UNKNOWN
 
 
@@ -52,6 +63,8 @@ def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
     tool_input = raw if isinstance(raw, dict) else {}
     kind = tool_kind(name)
     key = text_field(payload, "tool_use_id") or content_key(name, tool_input)
+    agent = text_field(payload, "agent_id")
+    label = f"subagent {agent}" if agent else None
     text = tool_input.get("command")
     if not isinstance(text, str):
         text = tool_input.get("cmd") if isinstance(tool_input.get("cmd"), str) else None
@@ -60,8 +73,9 @@ def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
             p if os.path.isabs(p) or cwd is None else os.path.join(cwd, p)
             for p in patch_paths(text or "")
         )
-        return ExternalCall(name, kind, key, paths=paths)
-    return ExternalCall(name, kind, key, command=text if kind is ToolKind.SHELL else None)
+        return ExternalCall(name, kind, key, paths=paths, agent=label)
+    command = text if kind is ToolKind.SHELL else None
+    return ExternalCall(name, kind, key, command=command, agent=label)
 
 
 def parse(payload: dict[str, Any]) -> HookEvent:
@@ -86,8 +100,13 @@ def parse(payload: dict[str, Any]) -> HookEvent:
         cwd=cwd,
         call=call,
         text=text,
-        detail=text_field(payload, "source") or text_field(payload, "reason"),
+        detail=(
+            text_field(payload, "source")
+            or text_field(payload, "reason")
+            or text_field(payload, "trigger")
+        ),
         turn=text_field(payload, "turn_id"),
+        subagent=text_field(payload, "agent_id"),
     )
 
 

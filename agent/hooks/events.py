@@ -36,6 +36,10 @@ class EventKind(Enum):
     SESSION_END = "session_end"
     #: The agent is about to compact its context: a compaction entry.
     COMPACT = "compact"
+    #: A subagent began or ended: while one runs, its calls belong to the batch
+    #: of the dispatch that started it (it may outlive the dispatching call).
+    SUBAGENT_START = "subagent_start"
+    SUBAGENT_STOP = "subagent_stop"
     #: Anything else: nothing to do.
     OTHER = "other"
 
@@ -62,9 +66,10 @@ class HookEvent:
     interrupted: bool = False
     #: SessionStart's ``source``, SessionEnd's ``reason``, PreCompact's ``trigger``.
     detail: str | None = None
-    #: The agent's turn, where it says (Codex's ``turn_id``): a new turn closes
-    #: what the last one left open.
+    #: The agent's turn, where it says (Codex's ``turn_id``).
     turn: str | None = None
+    #: The subagent a SUBAGENT_START or SUBAGENT_STOP is about (its ``agent_id``).
+    subagent: str | None = None
 
 
 class BadPayload(ValueError):

@@ -9,7 +9,9 @@ payload has ``session_id``, ``transcript_path``, ``cwd``,
 call's two events are matched by its tool and input. A model call begins
 only once the tools of the previous response are done: BeforeModel ends
 that response's batch. PreCompress fires before every model call, whether
-or not the context is compacted, so it is not a compaction.
+or not the context is compacted, so it is not a compaction. ``invoke_agent``
+runs a subagent within the call, whose calls (and model calls) come between
+its BeforeTool and AfterTool with nothing telling them apart: one unit.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ READ_ONLY = quick.READ_ONLY[AGENT]
 SHELLS = frozenset({"run_shell_command"})
 #: Tools that write only the file their input names.
 WRITES = frozenset({"write_file", "replace", "edit", "smart_edit"})
+#: Runs a subagent to its end inside the call: its calls come between the two events.
+DISPATCHES = frozenset({"invoke_agent"})
 
 _EVENTS = {
     "SessionStart": EventKind.SESSION_START,
@@ -46,6 +50,8 @@ def tool_kind(name: str) -> ToolKind:
         return ToolKind.WRITE
     if name in SHELLS:
         return ToolKind.SHELL
+    if name in DISPATCHES:
+        return ToolKind.DISPATCH
     return ToolKind.UNKNOWN
 
 

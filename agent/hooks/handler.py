@@ -161,22 +161,30 @@ def _handle(engine: Engine, event: HookEvent, options: Options) -> Answer:
     kind = event.kind
     if kind is EventKind.PRE_TOOL:
         assert event.call is not None
-        batch, _index = begin_call(
+        begun, _index = begin_call(
             engine,
             event.call,
             holder=options.holder,
             agent=event.agent,
             destructive=_destructive(engine, event.call),
         )
-        batch.done()
+        begun.done()
         return SILENT
     if kind is EventKind.POST_TOOL:
         return _after_tool(engine, event, options)
-    if kind is EventKind.RESPONSE_END:
-        _close_open(engine, "the model's response ended", unless_dispatching=True)
+    if kind in (EventKind.SUBAGENT_START, EventKind.SUBAGENT_STOP):
+        batch = open_batch(engine)
+        if batch is not None:
+            try:
+                if event.subagent is not None:
+                    batch.subagent(event.subagent, kind is EventKind.SUBAGENT_START)
+            finally:
+                batch.done()
         return SILENT
-    # Whatever else happens, a batch left open by the turn before ends here.
-    _close_open(engine, _REASONS[kind])
+    # The end of a response or of a turn closes the batch, unless a subagent
+    # dispatch still runs in it; a prompt or the session's end, whatever runs.
+    waits = kind in (EventKind.RESPONSE_END, EventKind.TURN_END)
+    _close_open(engine, _REASONS[kind], unless_dispatching=waits)
     project, session = engine.project, engine.session.id
     if kind is EventKind.PROMPT:
         say(project, session, "user", event.text or "")
@@ -190,6 +198,7 @@ def _handle(engine: Engine, event: HookEvent, options: Options) -> Answer:
 
 
 _REASONS = {
+    EventKind.RESPONSE_END: "the model's response ended",
     EventKind.SESSION_START: "the agent's session started again",
     EventKind.PROMPT: "a new prompt",
     EventKind.TURN_END: "the turn ended",
@@ -205,9 +214,8 @@ def _close_open(engine: Engine, why: str, *, unless_dispatching: bool = False) -
     if batch is None:
         return
     try:
-        if unless_dispatching and any(batch.notes.calls[i].get("dispatch") for i in batch.running):
-            return
-        batch.close(why)
+        if not (unless_dispatching and batch.dispatching):
+            batch.close(why)
     finally:
         batch.done()
 

@@ -35,10 +35,20 @@ _WRAPPERS = frozenset(
 _MAX_DEPTH = 16
 
 
-def agent_process(hook_pid: int | None = None) -> tuple[int, int | None] | None:
+def agent_process(
+    hook_pid: int | None = None, environ: dict[str, str] | None = None
+) -> tuple[int, int | None] | None:
     """(pid, start time) of the agent that ran the hook process ``hook_pid``
-    (default: this process); None when no such ancestor is found (pid 1 reached)."""
+    (default: this process); None when no such ancestor is found (pid 1 reached).
+
+    Claude Code names itself in ``$CLAUDE_PID``: an ancestor of the hook with
+    that pid is the agent, whatever runs between.
+    """
+    env = os.environ if environ is None else environ
     pid = parent_of(hook_pid if hook_pid is not None else os.getpid())
+    named = env.get("CLAUDE_PID", "")
+    if named.isdigit() and _ancestor(int(named), pid):
+        return int(named), start_time(int(named))
     for _ in range(_MAX_DEPTH):
         if pid is None or pid <= 1:
             return None
@@ -49,3 +59,13 @@ def agent_process(hook_pid: int | None = None) -> tuple[int, int | None] | None:
             return pid, start_time(pid)
         pid = parent_of(pid)
     return None
+
+
+def _ancestor(wanted: int, pid: int | None) -> bool:
+    for _ in range(_MAX_DEPTH):
+        if pid is None or pid <= 1:
+            return False
+        if pid == wanted:
+            return True
+        pid = parent_of(pid)
+    return False

@@ -30,6 +30,8 @@ EVENTS: dict[str, tuple[tuple[str, str | None], ...]] = {
         ("Stop", None),
         ("SessionEnd", None),
         ("PreCompact", None),
+        ("SubagentStart", None),
+        ("SubagentStop", None),
     ),
     "codex": (
         ("SessionStart", None),
@@ -38,6 +40,9 @@ EVENTS: dict[str, tuple[tuple[str, str | None], ...]] = {
         ("PostToolUse", None),
         ("Stop", None),
         ("SessionEnd", None),
+        ("PreCompact", None),
+        ("SubagentStart", None),
+        ("SubagentStop", None),
     ),
     "gemini": (
         ("SessionStart", None),

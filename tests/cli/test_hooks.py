@@ -290,30 +290,39 @@ def test_two_calls_at_once_keep_their_changes_in_the_batch(
     assert sorted(p.name for p in root.iterdir()) == []
 
 
-def test_a_subagent_dispatch_is_one_unit_with_its_subagents_calls(
+def test_a_subagent_is_one_unit_with_its_dispatch_even_after_the_dispatch_returned(
     cli: Cli, root: Path, agent: Claude
 ) -> None:
+    # Claude Code's Agent tool returns at once; its subagent runs on, its calls
+    # interleaved with the parent's events (the order the real binary fires).
     agent.prompt("p")
     task = agent.new_id()
-    agent.pre("Task", {"description": "d", "prompt": "p", "subagent_type": "x"}, task)
-    child = Claude(cli.env(), root, session=agent.session)
-    try:
-        child_call = child.new_id()
-        tool_input = {"command": "touch by-child"}
-        child.pre("Bash", tool_input, child_call, agent_id="a1b2")
-        (root / "by-child").write_text("")
-        child.post("Bash", tool_input, child_call, agent_id="a1b2")
-        child.send("PostToolBatch", tool_calls=[], agent_id="a1b2")  # the subagent's response
-        child.send("SubagentStop", agent_id="a1b2")
-    finally:
-        child.close()
-    assert log_of(cli)["batches"] == []  # still one open unit
-    agent.post("Task", {"description": "d"}, task)
-    agent.response_end()
+    dispatch = {"description": "d", "prompt": "p", "subagent_type": "general-purpose"}
+    agent.pre("Agent", dispatch, task)
+    agent.send("SubagentStart", agent_id="a1b2", agent_type="general-purpose")
+    agent.post("Agent", dispatch, task)
+    child = {"agent_id": "a1b2", "agent_type": "general-purpose"}
+    first = agent.new_id()
+    agent.pre("Bash", {"command": "touch by-child"}, first, **child)
+    agent.response_end()  # the parent's response
+    (root / "by-child").write_text("")
+    agent.post("Bash", {"command": "touch by-child"}, first, **child)
+    agent.stop()  # the parent's turn, the subagent still running
+    second = agent.new_id()
+    agent.pre("Write", {"file_path": str(root / "w.txt"), "content": "w"}, second, **child)
+    (root / "w.txt").write_text("w")
+    agent.post("Write", {"file_path": str(root / "w.txt"), "content": "w"}, second, **child)
+    agent.send("PostToolBatch", tool_calls=[], **child)
+    assert log_of(cli)["batches"] == []  # one open unit until the subagent ends
+    agent.send("SubagentStop", agent_stop=True, **child)
+    agent.send("UserPromptSubmit", prompt="<task-notification>done</task-notification>")
+    agent.stop()
     (batch,) = log_of(cli)["batches"]
-    assert [c["tool"] for c in batch["calls"]] == ["Task", "bash"]
+    assert [c["tool"] for c in batch["calls"]] == ["Agent", "bash", "Write"]
     assert batch["calls"][1]["agent"] == "subagent a1b2"
-    assert changes(batch) == {"by-child": 1}
+    assert changes(batch) == {"by-child": 1, "w.txt": 2}
+    prompts = cli.run("tree", "--json").json()["prompts"]
+    assert [p["text"] for p in prompts] == ["p"]  # the notification is not the person's
 
 
 def test_a_write_to_an_ignored_file_is_recorded_and_undone(
