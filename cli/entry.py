@@ -19,14 +19,11 @@ fault plan in ``$EARSHOT_FAULTS``: the full CLI runs in this process.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import signal
-import socket
 import sys
 
 from earshot.agent.watch import protocol
+from earshot.cli import lean
 
 # Importing typing costs a few ms of every call; annotations are not
 # evaluated here, so type checkers alone need it.
@@ -83,7 +80,7 @@ def _hook_event(argv: list[str]) -> list[str]:
         return argv
     data = sys.stdin.buffer.read()
     try:
-        payload = json.loads(data)
+        payload = lean.loads(data.decode("utf-8", "surrogateescape"))
     except ValueError:
         payload = None  # the command says what is wrong with it
     if payload is not None and quick.costs_nothing(agent, payload):
@@ -137,8 +134,8 @@ def _root(argv: list[str]) -> str:
     return "."
 
 
-def _connect(path: str) -> socket.socket | None:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _connect(path: str) -> Any:
+    sock = lean.socket(lean.AF_UNIX, lean.SOCK_STREAM)
     sock.settimeout(_CONNECT_S)
     try:
         if len(os.fsencode(path)) < 100:
@@ -156,14 +153,14 @@ def _connect(path: str) -> socket.socket | None:
 
 
 class _Channel:
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: Any) -> None:
         self.sock = sock
         self.buf = b""
 
     def send(self, doc: dict[str, Any], fds: list[int] | None = None) -> None:
-        data = json.dumps(doc).encode() + b"\n"
+        data = lean.dumps(doc).encode() + b"\n"
         if fds:
-            socket.send_fds(self.sock, [data], fds)
+            lean.send_fds(self.sock, data, fds)
         else:
             self.sock.sendall(data)
 
@@ -180,7 +177,7 @@ class _Channel:
             self.buf += chunk
         line, _, self.buf = self.buf.partition(b"\n")
         try:
-            doc = json.loads(line)
+            doc = lean.loads(line.decode("utf-8", "surrogateescape"))
         except ValueError:
             return None
         return doc if isinstance(doc, dict) else None
@@ -253,17 +250,19 @@ def _follow(channel: _Channel) -> int | None:
         if not worker:
             pending.append(signum)
             return
-        with contextlib.suppress(OSError):
-            os.kill(worker[0], signum)
+        _kill(worker[0], signum)
 
-    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    before = {sig: signal.signal(sig, forward) for sig in handled}
+    # The C module: importing ``signal`` would load ``enum`` (a few ms of every call).
+    import _signal  # type: ignore[import-not-found]
+
+    handled = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
+    before = {sig: _signal.signal(sig, forward) for sig in handled}
     code = _serve(channel, worker, pending)
     if code is None and pending:
         return 128 + pending[0]  # stopped before anything ran
     if code is None:  # the full CLI runs here next, with this process's own handlers
         for sig, handler in before.items():
-            signal.signal(sig, handler)
+            _signal.signal(sig, handler)
     return code
 
 
@@ -276,8 +275,7 @@ def _serve(channel: _Channel, worker: list[int], pending: list[int]) -> int | No
         if op == "worker":
             worker[:] = [int(doc["pid"])]
             for signum in pending:  # what came before it reaches it now
-                with contextlib.suppress(OSError):
-                    os.kill(worker[0], signum)
+                _kill(worker[0], signum)
         elif op == "command":
             ended = _run(channel, doc)
             try:
@@ -288,6 +286,14 @@ def _serve(channel: _Channel, worker: list[int], pending: list[int]) -> int | No
             return int(doc.get("rc", 1))
         elif op == "refused":
             return None
+
+
+def _kill(pid: int, signum: int) -> None:
+    """Send a signal to the worker, which may be gone (contextlib costs an import)."""
+    try:  # noqa: SIM105
+        os.kill(pid, signum)
+    except OSError:
+        pass
 
 
 def _lost() -> int:
@@ -306,8 +312,10 @@ def _run(channel: _Channel, doc: dict[str, Any]) -> dict[str, Any]:
     from earshot.cas.procs import start_time
 
     def spawned(pgid: int) -> None:
-        with contextlib.suppress(OSError):  # a lost worker is told by the reply's failure
+        try:  # noqa: SIM105 - contextlib costs an import
             channel.send({"op": "started", "pgid": pgid, "start": start_time(pgid)})
+        except OSError:  # a lost worker is told by the reply's failure
+            pass
 
     try:
         ran = run_command(
