@@ -36,17 +36,13 @@ from .common import configure_logging, fail
 _NAMES = {"claude": "Claude Code", "codex": "Codex CLI", "gemini": "Gemini CLI"}
 
 
-def _program(given: str | None) -> str:
-    """The earshot the agent should run: as given, else this one, by absolute path."""
+def _program(given: str | None) -> tuple[str, ...]:
+    """What the agent runs: the given command, else this interpreter with earshot's
+    ``__main__.py`` by its path (a console script costs each event ~6 ms more)."""
     if given:
-        return given
-    here = sys.argv[0]
-    if os.path.basename(here) == "earshot" and os.path.exists(here):
-        return os.path.abspath(here)
-    found = shutil.which("earshot")
-    if found is None:
-        fail("cannot tell where the earshot command is; give it with --command PATH")
-    return os.path.abspath(str(found))
+        return (given,)
+    main = Path(__file__).with_name("__main__.py")
+    return (os.path.abspath(sys.executable), str(main.resolve()))
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -143,7 +139,8 @@ def _options(func: Any) -> Any:
     "program",
     default=None,
     metavar="PATH",
-    help="The earshot command the agent runs (default: this one, by absolute path).",
+    help="The earshot command the agent runs (default: this Python running earshot's "
+    "cli/__main__.py, by absolute paths).",
 )
 def install(
     agent: str,

@@ -215,7 +215,6 @@ def _through_daemon(argv: list[str]) -> int | None:
             "cwd": os.getcwd(),
             "env": dict(os.environ),
             "umask": umask,
-            "pid": os.getpid(),
         }
         channel.send(request, [0, 1, 2])
     except OSError:

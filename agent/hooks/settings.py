@@ -62,13 +62,14 @@ AGENT_TIMEOUT_S = 120
 class HookCommand:
     """The command earshot's entries run."""
 
-    #: The ``earshot`` executable (an absolute path, so the agent's PATH does not matter).
-    program: str
+    #: What runs earshot, by absolute paths (the agent's PATH does not matter):
+    #: the interpreter and earshot's ``cli/__main__.py``, or an ``earshot`` script.
+    program: tuple[str, ...]
     agent: str
     strict: bool = False
 
     def line(self) -> str:
-        words = [self.program, "hook", self.agent]
+        words = [*self.program, "hook", self.agent]
         if self.strict:
             words.append("--strict")
         words += ["--timeout", str(AGENT_TIMEOUT_S - 20)]
@@ -79,7 +80,8 @@ def is_ours(command: Any, agent: str) -> bool:
     """Whether a hook command is one earshot installed for ``agent``."""
     if not isinstance(command, str):
         return False
-    return re.search(rf"(^|[/\s'\"])earshot['\"]?\s+hook\s+{agent}(\s|$)", command) is not None
+    pattern = rf"(^|[/\s'\"])(earshot|__main__\.py)['\"]?\s+hook\s+{agent}(\s|$)"
+    return re.search(pattern, command) is not None
 
 
 def _entry(agent: str, command: HookCommand) -> dict[str, Any]:

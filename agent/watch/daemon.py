@@ -226,6 +226,7 @@ class Server:
                         self.last = time.monotonic()
                         self.hosted += 1
                         stack.pop_all()  # the host owns the connection now
+                        doc["peer"] = peer  # the caller, as the kernel names it
                         self.host(conn, doc, fds, buf)
                         return
                     else:

@@ -122,8 +122,14 @@ def test_a_client_killed_mid_call_leaves_its_batch_recorded_and_the_command_stop
 
 
 def _worker_pids(daemon_pid: int) -> set[int]:
-    children = Path(f"/proc/{daemon_pid}/task/{daemon_pid}/children").read_text().split()
-    return {int(c) for c in children}
+    """The daemon's workers serving a call (not the spare waiting for the next one)."""
+    pids = set()
+    for task in Path(f"/proc/{daemon_pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            comm = Path(f"/proc/{child}/comm")
+            if comm.exists() and comm.read_text().strip() == "earshot-worker":
+                pids.add(int(child))
+    return pids
 
 
 def test_a_worker_killed_mid_call_is_said_and_the_next_command_records_the_batch(
@@ -360,3 +366,27 @@ def test_what_a_killed_clients_command_started_is_stopped_before_its_batch_is_re
     assert not (served.root / "bg.txt").exists()
     left = subprocess.run(["pgrep", "-f", "sleep 60"], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
+
+
+def test_the_daemon_keeps_a_spare_worker_that_exits_with_it(served: Cli) -> None:
+    # The next call's worker is forked ahead of it; a killed daemon's spare
+    # sees its end of the pair close and exits, leaving nothing behind.
+    sid = served.new_session()
+    served.run("bash", "true", session=sid)
+    daemon = int(_status(served)["pid"])
+    spares = [
+        int(child)
+        for task in Path(f"/proc/{daemon}/task").iterdir()
+        for child in (task / "children").read_text().split()
+        if Path(f"/proc/{child}/comm").read_text().strip() == "earshot-spare"
+    ]
+    assert len(spares) == 1
+    os.kill(daemon, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        stat = Path(f"/proc/{spares[0]}/stat")
+        if not stat.exists() or stat.read_text().split(") ")[1].startswith("Z"):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the spare worker outlived its daemon")
