@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
 
@@ -137,11 +138,14 @@ def _handled(
     event: Any, root: str, strict: bool, handle: Any, options: Any, agent_process: Any
 ) -> Any:
     from earshot.agent.core.records import TABLES
+    from earshot.agent.hooks.events import EventKind
     from earshot.cas.project import Project
 
     if not os.path.isdir(root):
         raise NotADirectoryError(f"{root}: no such directory (the agent's project directory)")
     caller = common.CALLER_PID or os.getpid()
+    if event.kind is EventKind.COMMAND:
+        return _run_command(event, root)
     with Project(root, extra_tables=TABLES) as project:
         common.settle(project, True)
         return handle(
@@ -150,3 +154,39 @@ def _handled(
             tracker=common.tracker(project),
             options=options(strict=strict, holder=agent_process(caller)),
         )
+
+
+#: Seconds an earshot command typed as a prompt may take (an undo of a large batch).
+COMMAND_TIMEOUT_S = 80
+
+
+def _run_command(event: Any, root: str) -> Any:
+    """Run the earshot command the person typed as the prompt, for the agent's session,
+    in a process of its own (it opens the store and takes the session's locks as any
+    command does); what it printed is the answer, and the prompt goes no further."""
+    import subprocess
+
+    from earshot.agent.core.records import TABLES
+    from earshot.agent.hooks.answer import Answer
+    from earshot.agent.hooks.handler import bind
+    from earshot.cas.project import Project
+
+    with Project(root, extra_tables=TABLES) as project:
+        session, _new = bind(project, event.agent, event.session)
+    words = list(event.command)
+    if words[0] != "sessions":
+        words += ["--session", session]
+    me = Path(__file__).with_name("__main__.py")
+    done = subprocess.run(
+        [sys.executable, str(me), *words, "--root", root],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=COMMAND_TIMEOUT_S,
+        check=False,
+    )
+    text = (done.stdout + done.stderr).strip() or "(nothing printed)"
+    if done.returncode not in (0, 3):
+        text += f"\n(earshot {words[0]} exited {done.returncode})"
+    return Answer(block=f"earshot {' '.join(event.command)}:\n{text}")

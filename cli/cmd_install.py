@@ -25,6 +25,7 @@ from earshot.agent.hooks.settings import (
     EVENTS,
     HookCommand,
     add_hooks,
+    command_file,
     installed,
     remove_hooks,
     settings_file,
@@ -99,6 +100,50 @@ def _target(agent: str, user: bool, root: str) -> Path:
     )
 
 
+def _command_file(agent: str, user: bool, root: str) -> tuple[Path, str] | None:
+    spec = command_file(
+        agent, "user" if user else "project", os.path.realpath(root), os.path.expanduser("~")
+    )
+    return None if spec is None else (Path(spec[0]), spec[1])
+
+
+def _put_command(spec: tuple[Path, str] | None, dry_run: bool) -> tuple[str | None, str | None]:
+    """Write the agent's ``/earshot`` command unless a file of the person's is there;
+    (the file written or to write, a file left alone)."""
+    if spec is None:
+        return None, None
+    path, text = spec
+    try:
+        now = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        now = None
+    except (OSError, UnicodeDecodeError):
+        return None, str(path)
+    if now == text:
+        return None, None
+    if now is not None:
+        return None, str(path)  # someone's own /earshot: theirs to keep
+    if not dry_run:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return str(path), None
+
+
+def _drop_command(spec: tuple[Path, str] | None, dry_run: bool) -> str | None:
+    """Remove the agent's ``/earshot`` command if it is still the one earshot wrote."""
+    if spec is None:
+        return None
+    path, text = spec
+    try:
+        if path.read_text(encoding="utf-8") != text:
+            return None
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not dry_run:
+        path.unlink()
+    return str(path)
+
+
 _SCOPE = [
     click.option(
         "--user/--project",
@@ -163,8 +208,10 @@ def install(
     doc = _read(path)
     command = HookCommand(_program(program), agent, strict)
     new = add_hooks(doc, command)
-    changed = new != doc
-    backup = _write(path, new) if changed and not dry_run else None
+    hooks_changed = new != doc
+    backup = _write(path, new) if hooks_changed and not dry_run else None
+    wrote, kept = _put_command(_command_file(agent, user, root), dry_run)
+    changed = hooks_changed or wrote is not None
     events = [event for event, _ in EVENTS[agent]]
     result = {
         "agent": agent,
@@ -175,29 +222,39 @@ def install(
         "command": command.line(),
         "events": events,
         "timeout_s": AGENT_TIMEOUT_S,
+        "slash_command": wrote,
+        "slash_command_kept": kept,
     }
     name = _NAMES[agent]
-    if not changed:
-        text = f"earshot's hooks are already in {path}; nothing changed"
+    verb = "would add" if dry_run else "added"
+    if not hooks_changed:
+        lines = [f"earshot's hooks are already in {path}"]
     else:
-        verb = "would add" if dry_run else "added"
         lines = [f"{verb} earshot's hooks to {path} ({name}):"]
         lines += [f"  {event}: {command.line()}" for event in events]
         if backup:
             lines.append(f"the file as it was is kept as {backup}")
-        lines.append(_next_steps(agent, user))
-        text = "\n".join(lines)
-    render.emit(result, text, as_json)
+    if wrote:
+        lines.append(f"{verb} the command /earshot ({wrote})")
+    if kept:
+        lines.append(f"left {kept} as it is: it is not earshot's")
+    lines.append("nothing changed" if not changed else _next_steps(agent, user))
+    render.emit(result, "\n".join(lines), as_json)
 
 
 def _next_steps(agent: str, user: bool) -> str:
     where = "in every project" if user else "in this project"
+    inside = "'/earshot undo' (or the prompt 'earshot undo') inside it"
     steps = {
-        "claude": f"Claude Code started {where} now records into earshot",
-        "codex": f"Codex asks you to trust new hooks once (/hooks in its TUI) {where}",
-        "gemini": f"Gemini CLI started {where} now records into earshot",
+        "claude": f"Claude Code started {where} now records into earshot; {inside}",
+        "codex": (
+            f"Codex started {where} records into earshot once you trust the new hooks "
+            "(its start screen asks; /hooks in its TUI; 'codex exec' skips hooks not "
+            "trusted); the prompt 'earshot undo' inside it"
+        ),
+        "gemini": f"Gemini CLI started {where} now records into earshot; {inside}",
     }
-    return steps[agent] + "; 'earshot log' and 'earshot undo' work on its batches"
+    return steps[agent] + ", or 'earshot undo' in the project, takes the last batch back"
 
 
 @click.command()
@@ -214,8 +271,10 @@ def uninstall(agent: str, user: bool, root: str, dry_run: bool, as_json: bool) -
     doc = _read(path)
     found = installed(doc, agent)
     new = remove_hooks(doc, agent)
-    changed = new != doc
-    backup = _write(path, new) if changed and not dry_run else None
+    hooks_changed = new != doc
+    backup = _write(path, new) if hooks_changed and not dry_run else None
+    dropped = _drop_command(_command_file(agent, user, root), dry_run)
+    changed = hooks_changed or dropped is not None
     result = {
         "agent": agent,
         "file": str(path),
@@ -223,12 +282,16 @@ def uninstall(agent: str, user: bool, root: str, dry_run: bool, as_json: bool) -
         "dry_run": dry_run,
         "backup": backup,
         "events": found,
+        "slash_command": dropped,
     }
-    if not changed:
-        text = f"no earshot hooks in {path}; nothing changed"
-    else:
-        verb = "would remove" if dry_run else "removed"
-        text = f"{verb} earshot's hooks from {path}: {', '.join(found)}"
+    verb = "would remove" if dry_run else "removed"
+    lines = []
+    if hooks_changed:
+        lines.append(f"{verb} earshot's hooks from {path}: {', '.join(found)}")
         if backup:
-            text += f"\nthe file as it was is kept as {backup}"
-    render.emit(result, text, as_json)
+            lines.append(f"the file as it was is kept as {backup}")
+    if dropped:
+        lines.append(f"{verb} the command /earshot ({dropped})")
+    if not changed:
+        lines.append(f"no earshot hooks in {path}; nothing changed")
+    render.emit(result, "\n".join(lines), as_json)

@@ -12,11 +12,15 @@ class Answer:
     ``message``: for the person (a gap in the record, an interrupted batch
     recorded), shown the agent's way. ``deny``: a reason the model sees why
     the tool may not run (``--strict``, when the state before it could not
-    be recorded). Nothing at all: the agent reads an empty stdout.
+    be recorded). ``block``: the prompt goes no further; the text is shown.
+    Nothing at all: the agent reads an empty stdout.
     """
 
     message: str | None = None
     deny: str | None = None
+    #: The prompt is blocked (it was one of earshot's commands); this is what
+    #: the person is shown instead of a model's answer.
+    block: str | None = None
 
 
 SILENT = Answer()

@@ -19,6 +19,7 @@ from typing import Any
 from earshot.agent.core.external import ExternalCall, ToolKind
 from earshot.agent.hooks import quick
 from earshot.agent.hooks.answer import Answer
+from earshot.agent.hooks.commands import prompt_command
 from earshot.agent.hooks.events import EventKind, HookEvent, content_key, text_field
 
 AGENT = "claude"
@@ -92,8 +93,14 @@ def parse(payload: dict[str, Any]) -> HookEvent:
     name = text_field(payload, "hook_event_name", required=True)
     assert name is not None
     kind = _EVENTS.get(name, EventKind.OTHER)
-    if kind is EventKind.PROMPT and str(payload.get("prompt", "")).startswith(_NOTIFICATION):
-        kind = EventKind.OTHER
+    command: tuple[str, ...] = ()
+    if kind is EventKind.PROMPT:
+        prompt = str(payload.get("prompt", ""))
+        command = prompt_command(prompt) or ()
+        if command:
+            kind = EventKind.COMMAND
+        elif prompt.startswith(_NOTIFICATION):
+            kind = EventKind.OTHER
     session = text_field(payload, "session_id", required=True)
     assert session is not None
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or text_field(payload, "cwd")
@@ -125,12 +132,15 @@ def parse(payload: dict[str, Any]) -> HookEvent:
         interrupted=bool(payload.get("is_interrupt")),
         detail=detail,
         subagent=text_field(payload, "agent_id"),
+        command=command,
     )
 
 
 def render(event: HookEvent, answer: Answer) -> dict[str, Any] | None:
     """What Claude Code reads on the hook's stdout; None: print nothing."""
     out: dict[str, Any] = {}
+    if answer.block is not None:
+        return {"decision": "block", "reason": answer.block}
     if answer.deny is not None and event.kind is EventKind.PRE_TOOL:
         out["hookSpecificOutput"] = {
             "hookEventName": "PreToolUse",

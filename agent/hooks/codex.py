@@ -21,6 +21,7 @@ from typing import Any
 from earshot.agent.core.external import ExternalCall, ToolKind
 from earshot.agent.hooks import quick
 from earshot.agent.hooks.answer import Answer
+from earshot.agent.hooks.commands import prompt_command
 from earshot.agent.hooks.events import EventKind, HookEvent, content_key, text_field
 from earshot.agent.hooks.patch import patch_paths
 
@@ -83,6 +84,10 @@ def parse(payload: dict[str, Any]) -> HookEvent:
     name = text_field(payload, "hook_event_name", required=True)
     assert name is not None
     kind = _EVENTS.get(name, EventKind.OTHER)
+    command: tuple[str, ...] = ()
+    if kind is EventKind.PROMPT:
+        command = prompt_command(str(payload.get("prompt", ""))) or ()
+        kind = EventKind.COMMAND if command else kind
     session = text_field(payload, "session_id", required=True)
     assert session is not None
     cwd = text_field(payload, "cwd")
@@ -107,12 +112,15 @@ def parse(payload: dict[str, Any]) -> HookEvent:
         ),
         turn=text_field(payload, "turn_id"),
         subagent=text_field(payload, "agent_id"),
+        command=command,
     )
 
 
 def render(event: HookEvent, answer: Answer) -> dict[str, Any] | None:
     """What Codex reads on the hook's stdout; None: print nothing."""
     out: dict[str, Any] = {}
+    if answer.block is not None:
+        return {"decision": "block", "reason": answer.block}
     if answer.deny is not None and event.kind is EventKind.PRE_TOOL:
         out["hookSpecificOutput"] = {
             "hookEventName": "PreToolUse",

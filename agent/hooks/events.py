@@ -40,6 +40,9 @@ class EventKind(Enum):
     #: of the dispatch that started it (it may outlive the dispatching call).
     SUBAGENT_START = "subagent_start"
     SUBAGENT_STOP = "subagent_stop"
+    #: The person typed one of earshot's commands as the prompt: it runs, and the
+    #: prompt is blocked before the model sees it (``commands``).
+    COMMAND = "command"
     #: Anything else: nothing to do.
     OTHER = "other"
 
@@ -70,6 +73,8 @@ class HookEvent:
     turn: str | None = None
     #: The subagent a SUBAGENT_START or SUBAGENT_STOP is about (its ``agent_id``).
     subagent: str | None = None
+    #: The earshot command line a COMMAND prompt asks for (``("undo", "2")``).
+    command: tuple[str, ...] = ()
 
 
 class BadPayload(ValueError):

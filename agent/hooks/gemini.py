@@ -22,6 +22,7 @@ from typing import Any
 from earshot.agent.core.external import ExternalCall, ToolKind
 from earshot.agent.hooks import quick
 from earshot.agent.hooks.answer import Answer
+from earshot.agent.hooks.commands import prompt_command
 from earshot.agent.hooks.events import EventKind, HookEvent, content_key, text_field
 
 AGENT = "gemini"
@@ -78,6 +79,10 @@ def parse(payload: dict[str, Any]) -> HookEvent:
     name = text_field(payload, "hook_event_name", required=True)
     assert name is not None
     kind = _EVENTS.get(name, EventKind.OTHER)
+    command: tuple[str, ...] = ()
+    if kind is EventKind.PROMPT:
+        command = prompt_command(str(payload.get("prompt", ""))) or ()
+        kind = EventKind.COMMAND if command else kind
     session = text_field(payload, "session_id", required=True)
     assert session is not None
     cwd = os.environ.get("GEMINI_PROJECT_DIR") or text_field(payload, "cwd")
@@ -96,12 +101,16 @@ def parse(payload: dict[str, Any]) -> HookEvent:
         call=call,
         text=text,
         detail=text_field(payload, "source") or text_field(payload, "reason"),
+        command=command,
     )
 
 
 def render(event: HookEvent, answer: Answer) -> dict[str, Any] | None:
     """What Gemini CLI reads on the hook's stdout; None: print nothing."""
     out: dict[str, Any] = {}
+    if answer.block is not None:
+        # Under -p Gemini prints the systemMessage of a blocked prompt, not its reason.
+        return {"decision": "deny", "reason": answer.block, "systemMessage": answer.block}
     if answer.deny is not None and event.kind is EventKind.PRE_TOOL:
         out["decision"] = "deny"
         out["reason"] = answer.deny

@@ -11,21 +11,34 @@ options changes only them.
 from __future__ import annotations
 
 import copy
+import os.path
 import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from earshot.agent.hooks.quick import READ_ONLY
+
+
+def _all_but_read_only(agent: str) -> str:
+    """A matcher for every tool but the agent's read-only ones (a JS lookahead:
+    Claude Code and Gemini CLI test tool names against it as a regex), so a
+    Read or a Grep does not even start earshot. Unanchored, hence ^...$."""
+    names = "|".join(sorted(READ_ONLY[agent]))
+    return f"^(?!({names})$).*"
+
+
 #: The events earshot hooks, per agent, each with its matcher (None: the
-#: event takes none). Tool events match every tool: read-only ones cost the
-#: hook's start-up only, and a tool earshot does not know is recorded.
+#: event takes none). Tool events match every tool but the read-only ones,
+#: so a tool earshot does not know (an MCP server's) is recorded; Codex's
+#: matchers have no lookahead, so its hook answers read-only tools at once.
 EVENTS: dict[str, tuple[tuple[str, str | None], ...]] = {
     "claude": (
         ("SessionStart", None),
         ("UserPromptSubmit", None),
-        ("PreToolUse", "*"),
-        ("PostToolUse", "*"),
-        ("PostToolUseFailure", "*"),
+        ("PreToolUse", _all_but_read_only("claude")),
+        ("PostToolUse", _all_but_read_only("claude")),
+        ("PostToolUseFailure", _all_but_read_only("claude")),
         ("PostToolBatch", None),
         ("Stop", None),
         ("SessionEnd", None),
@@ -48,8 +61,8 @@ EVENTS: dict[str, tuple[tuple[str, str | None], ...]] = {
         ("SessionStart", None),
         ("BeforeAgent", None),
         ("BeforeModel", None),
-        ("BeforeTool", "*"),
-        ("AfterTool", "*"),
+        ("BeforeTool", _all_but_read_only("gemini")),
+        ("AfterTool", _all_but_read_only("gemini")),
         ("AfterAgent", None),
         ("SessionEnd", None),
     ),
@@ -168,10 +181,37 @@ def installed(doc: dict[str, Any], agent: str) -> list[str]:
 def settings_file(agent: str, scope: str, root: str, home: str, codex_home: str | None) -> str:
     """Where the agent reads its hooks: the project's file (``scope`` "project"),
     or the person's own ("user")."""
-    import os.path
-
     if agent == "codex":
         base = os.path.join(root, ".codex") if scope == "project" else codex_home
         return os.path.join(base or os.path.join(home, ".codex"), "hooks.json")
     folder = ".claude" if agent == "claude" else ".gemini"
     return os.path.join(root if scope == "project" else home, folder, "settings.json")
+
+
+#: Each agent's custom command ``/earshot ARGS``, which expands to the prompt
+#: ``earshot ARGS``: earshot's prompt hook runs it and the model never sees it.
+_DESCRIPTION = "earshot on this session: undo [N], redo, log, tree, diff N, rewind N --code"
+COMMAND_FILES: dict[str, tuple[str, str]] = {
+    "claude": (
+        os.path.join(".claude", "commands", "earshot.md"),
+        "---\n"
+        f"description: {_DESCRIPTION}\n"
+        "argument-hint: undo [N] | redo | log | tree | diff N | rewind N --code\n"
+        "---\n"
+        "earshot $ARGUMENTS\n",
+    ),
+    "gemini": (
+        os.path.join(".gemini", "commands", "earshot.toml"),
+        f'description = "{_DESCRIPTION}"\nprompt = "earshot {{{{args}}}}"\n',
+    ),
+}
+
+
+def command_file(agent: str, scope: str, root: str, home: str) -> tuple[str, str] | None:
+    """Where the agent's ``/earshot`` command goes and what it holds; None: the agent
+    has no custom commands (Codex: type ``earshot undo`` as the prompt)."""
+    spec = COMMAND_FILES.get(agent)
+    if spec is None:
+        return None
+    relative, text = spec
+    return os.path.join(root if scope == "project" else home, relative), text
