@@ -1,0 +1,168 @@
+"""``earshot install`` / ``uninstall``: earshot's hooks in an agent's own settings,
+everything else kept, twice changing nothing, a backup before any write."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from earshot_cli import Cli
+
+AGENT_FILES = {
+    "claude": ".claude/settings.json",
+    "codex": ".codex/hooks.json",
+    "gemini": ".gemini/settings.json",
+}
+
+
+def settings(root: Path, agent: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((root / AGENT_FILES[agent]).read_text())
+    return doc
+
+
+def commands_of(doc: dict[str, Any], event: str) -> list[str]:
+    return [h["command"] for g in doc["hooks"].get(event, []) for h in g["hooks"]]
+
+
+OTHERS = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(make:*)"]},
+    "hooks": {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "lint"}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+    },
+}
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_install_adds_earshot_and_keeps_every_other_key_and_hook(
+    cli: Cli, root: Path, agent: str
+) -> None:
+    path = root / AGENT_FILES[agent]
+    path.parent.mkdir()
+    path.write_text(json.dumps(OTHERS))
+    ran = cli.run("install", agent, "--json").json()
+    assert ran["changed"] is True and ran["backup"] is not None
+    assert json.loads(Path(ran["backup"]).read_text()) == OTHERS
+    doc = settings(root, agent)
+    assert doc["model"] == "opus" and doc["permissions"] == OTHERS["permissions"]
+    pre = "BeforeTool" if agent == "gemini" else "PreToolUse"
+    ours = [c for c in commands_of(doc, pre) if " hook " in c]
+    assert len(ours) == 1 and ours[0].split()[-4:] == ["hook", agent, "--timeout", "100"]
+    if agent != "gemini":
+        assert commands_of(doc, "PreToolUse")[0] == "lint"
+        assert commands_of(doc, "Stop")[0] == "notify-send done"
+    else:
+        assert doc["hooksConfig"] == {"enabled": True}
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_installing_twice_changes_nothing_and_uninstall_gives_the_file_back(
+    cli: Cli, root: Path, agent: str
+) -> None:
+    path = root / AGENT_FILES[agent]
+    path.parent.mkdir()
+    path.write_text(json.dumps(OTHERS))
+    cli.run("install", agent)
+    first = path.read_text()
+    again = cli.run("install", agent, "--json").json()
+    assert again["changed"] is False and again["backup"] is None
+    assert path.read_text() == first
+    removed = cli.run("uninstall", agent, "--json").json()
+    assert removed["changed"] is True
+    doc = json.loads(path.read_text())
+    if agent == "gemini":
+        doc.pop("hooksConfig")  # kept: other hooks may need it
+    assert doc == OTHERS
+    assert cli.run("uninstall", agent, "--json").json()["changed"] is False
+
+
+def test_installing_with_other_options_replaces_earshot_s_entries_only(
+    cli: Cli, root: Path
+) -> None:
+    cli.run("install", "claude")
+    cli.run("install", "claude", "--strict")
+    doc = settings(root, "claude")
+    for event, groups in doc["hooks"].items():
+        (group,) = groups
+        (hook,) = group["hooks"]
+        assert "--strict" in hook["command"], event
+
+
+def test_dry_run_writes_nothing(cli: Cli, root: Path) -> None:
+    ran = cli.run("install", "claude", "--dry-run")
+    assert "would add" in ran.stdout
+    assert not (root / ".claude").exists()
+
+
+def test_user_scope_writes_the_agent_s_own_settings(cli: Cli, root: Path, tmp_path: Path) -> None:
+    home = tmp_path / "person"
+    home.mkdir()
+    cli.run("install", "claude", "--user", env=cli.env(HOME=str(home)))
+    assert (home / ".claude" / "settings.json").exists()
+    assert (home / ".claude" / "commands" / "earshot.md").exists()
+    assert not (root / ".claude").exists()
+    codex_home = tmp_path / "codex-home"
+    cli.run("install", "codex", "--user", env=cli.env(HOME=str(home), CODEX_HOME=str(codex_home)))
+    assert (codex_home / "hooks.json").exists()
+
+
+def test_a_settings_file_that_is_not_json_is_refused_and_left_alone(
+    cli: Cli, root: Path, check_error: Any
+) -> None:
+    path = root / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text('{"model": "x",}  // a comment\n')
+    ran = cli.run("install", "claude", expect=1)
+    assert "not JSON" in check_error(ran) and "nothing was written" in ran.stderr
+    assert path.read_text() == '{"model": "x",}  // a comment\n'
+
+
+def test_the_person_s_own_earshot_command_file_is_never_touched(cli: Cli, root: Path) -> None:
+    mine = root / ".claude" / "commands" / "earshot.md"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("my own command\n")
+    ran = cli.run("install", "claude")
+    assert "left" in ran.stdout and "not earshot's" in ran.stdout
+    cli.run("uninstall", "claude")
+    assert mine.read_text() == "my own command\n"
+
+
+def test_the_slash_command_is_written_and_removed_with_the_hooks(cli: Cli, root: Path) -> None:
+    cli.run("install", "gemini")
+    command = root / ".gemini" / "commands" / "earshot.toml"
+    assert 'prompt = "earshot {{args}}"' in command.read_text()
+    cli.run("uninstall", "gemini")
+    assert not command.exists()
+
+
+def test_tool_hooks_skip_the_agent_s_read_only_tools(cli: Cli, root: Path) -> None:
+    cli.run("install", "claude")
+    (group,) = settings(root, "claude")["hooks"]["PreToolUse"]
+    matcher = re.compile(group["matcher"])
+    assert not matcher.search("Read") and not matcher.search("Grep")
+    for tool in ("Bash", "Write", "Edit", "NotebookEdit", "Agent", "mcp__db__query", "ReadWrite"):
+        assert matcher.search(tool), tool
+
+
+def test_the_installed_command_runs_the_hook(cli: Cli, root: Path) -> None:
+    import subprocess
+
+    cli.run("install", "claude")
+    (group,) = settings(root, "claude")["hooks"]["SessionStart"]
+    (hook,) = group["hooks"]
+    payload = {"session_id": "s", "cwd": str(root), "hook_event_name": "SessionStart"}
+    done = subprocess.run(
+        ["/bin/sh", "-c", hook["command"]],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=cli.env(),
+        cwd=root,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "")
+    assert cli.run("sessions", "--json").json()["sessions"]
