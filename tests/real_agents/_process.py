@@ -136,16 +136,26 @@ class Running:
         return AgentRun(self.invocation, rc, stdout, stderr, found, timed_out)
 
 
+#: earshot's watch daemon (and the workers it forks) is started by the first
+#: hook that records and outlives the agent by design: a test stops it itself.
+_OUTLIVES_THE_AGENT = b"earshot.cli.daemon"
+
+
 def leftovers(invocation: Invocation) -> list[int]:
-    """The live processes carrying this run's tag (its tools, hooks, agents)."""
+    """The live processes carrying this run's tag (its tools, hooks, agents),
+    earshot's watch daemon aside."""
     marker = f"\0{RUN_TAG}={invocation.env[RUN_TAG]}\0".encode()
     found = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
                 with open(f"/proc/{entry.name}/environ", "rb") as environ:
-                    if marker in b"\0" + environ.read() + b"\0":
-                        found.append(int(entry.name))
+                    if marker not in b"\0" + environ.read() + b"\0":
+                        continue
+                with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
+                    if _OUTLIVES_THE_AGENT in cmdline.read():
+                        continue
+                found.append(int(entry.name))
             except OSError:
                 continue  # gone, or not ours to read
     return found
