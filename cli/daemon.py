@@ -42,7 +42,7 @@ import threading
 from typing import Any
 
 from earshot.agent.core.command import Ran, stop_orphaned_group
-from earshot.agent.watch import daemon
+from earshot.agent.watch import daemon, protocol
 from earshot.agent.watch.watcher import Watcher
 
 #: Imported before the first fork, so no worker imports anything.
@@ -154,11 +154,18 @@ class RelayRunner:
 
 
 def hosting(watcher: Watcher) -> daemon.Host:
-    """The host of ``run`` requests for a daemon watching with ``watcher``."""
+    """The host of ``run`` requests for a daemon watching with ``watcher``; it also
+    answers ``hook-event`` requests itself (``_note_hook_event``)."""
     for name in _PRELOAD:
         importlib.import_module(name)
     spare = _Spare()
     spare.refill()
+    build = protocol.build_id()
+
+    def hook_event(doc: dict[str, Any], advance: daemon.Advance) -> dict[str, Any]:
+        if doc.get("build") != build:
+            return {"noted": False, "build": build}
+        return {"noted": _note_hook_event(watcher, doc, advance)}
 
     def host(conn: socket.socket, doc: dict[str, Any], fds: list[int], rest: bytes) -> None:
         if spare.hand_over(conn, doc, fds, rest):
@@ -183,7 +190,30 @@ def hosting(watcher: Watcher) -> daemon.Host:
             os.close(fd)
         threading.Thread(target=_reap, args=(pid,), daemon=True).start()
 
+    host.ops = {"hook-event": hook_event}  # type: ignore[attr-defined]
     return host
+
+
+def _note_hook_event(watcher: Watcher, doc: dict[str, Any], advance: daemon.Advance) -> bool:
+    """A tool call's start or end, noted in the daemon without a worker when its
+    batch allows (``earshot.agent.core.watched``); False: the client runs the
+    event as any other."""
+    from earshot.agent.core.watched import note_call
+    from earshot.agent.hooks import quick
+    from earshot.agent.hooks.events import EventKind
+    from earshot.agent.hooks.handler import said_of
+
+    agent = doc.get("agent")
+    if agent not in quick.AGENTS:
+        return False
+    module = importlib.import_module(f"earshot.agent.hooks.{agent}")
+    event = module.parse(json.loads(str(doc.get("payload"))))
+    if event.call is None or event.kind not in (EventKind.PRE_TOOL, EventKind.POST_TOOL):
+        return False
+    ended = said_of(event) if event.kind is EventKind.POST_TOOL else None
+    return note_call(
+        watcher.data_dir, agent, event.session, event.call, ended=ended, advance=advance
+    )
 
 
 class _Spare:

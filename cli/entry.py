@@ -85,6 +85,12 @@ def _hook_event(argv: list[str]) -> list[str]:
         payload = None  # the command says what is wrong with it
     if payload is not None and quick.costs_nothing(agent, payload):
         sys.exit(0)
+    root = _root(argv)
+    if root == ".":
+        root = quick.project_dir(agent, payload) or os.getcwd()
+        argv = [*argv, "--root", root]
+    if quick.is_tool_event(agent, payload) and _noted_by_daemon(agent, data, root):
+        sys.exit(0)
     fd = os.memfd_create("earshot-hook-event", os.MFD_CLOEXEC)
     view = memoryview(data)
     while view:
@@ -93,9 +99,33 @@ def _hook_event(argv: list[str]) -> list[str]:
     os.dup2(fd, 0)
     os.close(fd)
     sys.stdin = open(0, closefd=False)  # noqa: SIM115
-    if _root(argv) == ".":
-        argv = [*argv, "--root", quick.project_dir(agent, payload) or os.getcwd()]
     return argv
+
+
+def _noted_by_daemon(agent: str, data: bytes, root: str) -> bool:
+    """Whether the root's daemon noted this tool call's start or end itself (no
+    worker: ``earshot.agent.core.watched``); False: the event runs as any other."""
+    if not os.path.isdir(root):
+        return False
+    sock = _connect(protocol.alias_path(protocol.data_home(), os.path.realpath(root)))
+    if sock is None:
+        return False
+    channel = _Channel(sock)
+    try:
+        sock.settimeout(_HELLO_S)
+        request = {
+            "op": "hook-event",
+            "agent": agent,
+            "build": protocol.build_id(),
+            "payload": data.decode("utf-8", "surrogateescape"),
+        }
+        channel.send(request)
+        reply = channel.read()
+    except OSError:
+        return False
+    finally:
+        sock.close()
+    return reply is not None and reply.get("noted") is True
 
 
 def _open_standard_fds() -> None:

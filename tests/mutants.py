@@ -73,8 +73,8 @@ MUTANTS = [
     ),
     (
         "agent/core/undo.py",
-        "def _refuse_if_unrecorded(engine: Engine) -> None:\n",
-        "def _refuse_if_unrecorded(engine: Engine) -> None:\n    return\n",
+        "def refuse_if_unrecorded(engine: Engine) -> None:\n",
+        "def refuse_if_unrecorded(engine: Engine) -> None:\n    return\n",
         "tests/agent/core/test_crash.py -k test_2",
     ),
     (

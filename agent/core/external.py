@@ -32,19 +32,22 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
 from earshot.agent.core.batch import BY_RESTAGE, Batch, BatchKind, Change
 from earshot.agent.core.commit import Draft, others_running
 from earshot.agent.core.engine import INTENT_CALLS, Engine
+from earshot.agent.core.external_notes import Notes, Span, digest, pointer
 from earshot.agent.core.files import resolve
 from earshot.agent.core.ledger import tree_changes
-from earshot.agent.core.policy import BatchState, Belief
+from earshot.agent.core.policy import BatchState
+from earshot.agent.core.vouched import MAX_LINKED
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.intents import Held, Intent
@@ -86,6 +89,9 @@ class ExternalCall:
     paths: tuple[str, ...] = ()
     #: Which agent made the call when it is not the main one (``subagent a1b2``).
     agent: str | None = None
+    #: A write whose whole content the input carries: (path as given, BLAKE3 of
+    #: the content), by which a killed batch's recovery proves the call made it.
+    content: tuple[str, str] | None = None
 
     def describe(self, root: str) -> dict[str, Any]:
         """The call as its batch records it (``tool`` ``bash`` for any shell command,
@@ -95,7 +101,7 @@ class ExternalCall:
             doc["agent_tool"] = self.tool
         if self.command is not None:
             doc["command"] = self.command
-        rels = _relative(root, self.paths)
+        rels = relative_targets(root, self.paths)
         if rels:
             doc["path"] = rels[0]
         if len(rels) > 1:
@@ -108,7 +114,7 @@ class ExternalCall:
         return doc
 
 
-def _relative(root: str, paths: tuple[str, ...]) -> list[str]:
+def relative_targets(root: str, paths: tuple[str, ...]) -> list[str]:
     """The root-relative paths a write names: each as given, and where an in-root
     link leads (the file really written). Paths outside the root are not earshot's."""
     out: dict[str, None] = {}
@@ -137,84 +143,6 @@ def session_lock(engine: Engine) -> Iterator[None]:
         os.close(fd)
 
 
-# -- what the notes say -----------------------------------------------------------
-#
-# One JSON line per note. Every note that follows a restage carries the state
-# ("state": snapshot, tree, the daemon's token, exact), so the next event takes
-# the belief up from the last one. A call's start: "call", "begin" (the call
-# as recorded), "key". Its end: "call", "end" (what the agent said of it), and
-# "tree"/"by", the tree it left, by which recovery proves who made a change.
-# "span": [tree from, tree to] and "by": what changed while calls ran, and whose.
-# "gap": a call that ran with no state recorded before it. "overlap": another
-# session's batch ran meanwhile. "subagent" and "running": a subagent began or ended.
-
-
-@dataclass(slots=True)
-class _Notes:
-    """An open batch's progress, read back from its intent's notes."""
-
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    #: The agent's key of each call -> the calls with it (two identical calls
-    #: of an agent that gives no ids share one), in the order they began.
-    keys: dict[str, list[int]] = field(default_factory=dict)
-    #: Calls begun and not ended, in the order they began.
-    running: list[int] = field(default_factory=list)
-    #: (tree from, tree to, who): what changed while calls ran.
-    spans: list[tuple[Digest, Digest, int | str]] = field(default_factory=list)
-    #: The snapshot of the believed tree, and the belief.
-    snapshot: Digest | None = None
-    belief: Belief = field(default_factory=Belief)
-    folded: bool = False
-    overlap: bool = False
-    #: Subagents begun and not ended.
-    subagents: set[str] = field(default_factory=set)
-
-    @staticmethod
-    def read(notes: list[dict[str, Any]]) -> _Notes:
-        out = _Notes()
-        for note in notes:
-            state = note.get("state")
-            if isinstance(state, dict):
-                out.snapshot = _digest(state["snap"])
-                out.belief = Belief(
-                    _digest(state["tree"]), bool(state.get("exact")), state.get("token")
-                )
-            if isinstance(note.get("begin"), dict):
-                index = len(out.calls)
-                out.calls.append(note["begin"])
-                out.keys.setdefault(str(note.get("key")), []).append(index)
-                out.running.append(index)
-            elif isinstance(note.get("end"), dict):
-                index = int(note["call"])
-                if index in out.running:
-                    out.running.remove(index)
-                if 0 <= index < len(out.calls):
-                    out.calls[index] = {**out.calls[index], **note["end"]}
-                out.folded |= bool(note.get("folded"))
-            elif isinstance(note.get("gap"), dict):
-                out.calls.append(note["gap"])
-            if isinstance(note.get("span"), list):
-                start, end = note["span"]
-                out.spans.append((_digest(start), _digest(end), note.get("by", BY_RESTAGE)))
-            out.overlap |= bool(note.get("overlap"))
-            subagent = note.get("subagent")
-            if isinstance(subagent, str):
-                if note.get("running"):
-                    out.subagents.add(subagent)
-                else:
-                    out.subagents.discard(subagent)
-        return out
-
-
-def _digest(text: Any) -> Digest:
-    return Digest(bytes.fromhex(str(text)))
-
-
-def recorded_calls(notes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The calls an open batch's notes name, as its record lists them (for recovery)."""
-    return _Notes.read(notes).calls
-
-
 # -- the batch ---------------------------------------------------------------------
 
 
@@ -226,7 +154,7 @@ class ExternalBatch:
     event, ``close`` commits it.
     """
 
-    def __init__(self, engine: Engine, held: Held, notes: _Notes) -> None:
+    def __init__(self, engine: Engine, held: Held, notes: Notes) -> None:
         self.engine = engine
         self.held = held
         self.notes = notes
@@ -234,7 +162,7 @@ class ExternalBatch:
     @classmethod
     def resumed(cls, engine: Engine, held: Held) -> ExternalBatch:
         """The batch ``held`` names, with the policy where its last event left it."""
-        notes = _Notes.read(held.notes())
+        notes = Notes.read(held.notes())
         policy = engine.policy
         policy.belief = notes.belief
         written = [p for c in notes.calls if c.get("path") for p in c.get("paths") or [c["path"]]]
@@ -245,7 +173,9 @@ class ExternalBatch:
             overlap=notes.overlap,
         )
         engine.remember_written(written)
-        return cls(engine, held, notes)
+        batch = cls(engine, held, notes)
+        batch._settle_pending()
+        return batch
 
     @property
     def seq(self) -> int:
@@ -311,7 +241,7 @@ class ExternalBatch:
         start = policy.belief.tree
         folded = False
         if call.kind is ToolKind.WRITE:
-            targets = set(_relative(self.engine.root, call.paths))
+            targets = set(relative_targets(self.engine.root, call.paths))
             policy.batch.forced |= targets
             policy.after_writes(targets)
         else:
@@ -358,10 +288,14 @@ class ExternalBatch:
         self.notes.running.clear()
         project = self.engine.project
         ledger: list[Change] = []
-        for start, end, by in self.notes.spans:
-            ledger.extend(tree_changes(project, start, end, by=by))
+        for span in self.notes.spans:
+            for line in tree_changes(project, span.start, span.end, by=span.by):
+                owner = span.owner(line.path)
+                if owner is not None:  # None: between calls, nobody's
+                    ambiguous = line.path in span.ambiguous
+                    ledger.append(replace(line, by=owner, ambiguous=ambiguous))
         doc = self.held.intent.doc
-        before = _digest(doc["before"]) if doc.get("before") else None
+        before = digest(doc["before"]) if doc.get("before") else None
         draft = Draft(
             BatchKind.CALLS,
             tuple(self.notes.calls),
@@ -371,7 +305,13 @@ class ExternalBatch:
             folded=self.notes.folded,
         )
         self.engine.policy.batch.overlap |= self.notes.overlap
-        return self.engine.record(draft, held=self.held)
+        batch = self.engine.record(draft, held=self.held)
+        named = doc.get(EXTERNAL) or {}
+        if named.get("agent_session"):
+            path = pointer(project.store_dir, str(named["agent"]), str(named["agent_session"]))
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return batch
 
     # -- the notes -----------------------------------------------------------------
 
@@ -403,8 +343,31 @@ class ExternalBatch:
             return
         if not belief.exact:
             by = BY_RESTAGE
-        self.notes.spans.append((start, end, by))
+        self.notes.spans.append(Span(start, end, by))
         self.held.note(span=[start.hex(), end.hex()], by=by)
+
+    def _settle_pending(self) -> None:
+        """Restage at once what the watch daemon noted since the last restage, and
+        pin each path on the call whose range saw it (``external_notes``)."""
+        pending = self.notes.pending
+        paths = pending.paths()
+        if not pending.ranges:
+            return
+        policy = self.engine.policy
+        start = policy.belief.tree
+        if paths:
+            policy.batch.forced |= pending.forced
+            policy.scoped(paths, "what the watcher saw during the agent's calls")
+        end = policy.belief.tree
+        owners, ambiguous = pending.owners()
+        fields: dict[str, Any] = {"settled": True}
+        if start is not None and end is not None and start != end:
+            span = Span(start, end, BY_RESTAGE, owners, frozenset(ambiguous))
+            self.notes.spans.append(span)
+            fields |= {"span": [start.hex(), end.hex()], "owners": owners}
+            fields["ambiguous"] = sorted(ambiguous)
+        self.notes.pending = type(pending)()
+        self._note(**fields)
 
     def _catch_up(self, why: str) -> None:
         """Record what the calls still running changed so far, and pin it on them."""
@@ -425,7 +388,7 @@ def _restage_before(engine: Engine, call: ExternalCall, destructive: Callable[[]
         policy.full("before a subagent dispatch")
         return
     writes = call.kind is ToolKind.WRITE
-    targets = set(_relative(engine.root, call.paths)) if writes else set()
+    targets = set(relative_targets(engine.root, call.paths)) if writes else set()
     policy.before_call(
         writes=writes, destructive=destructive, targets=targets, written=engine.session.written
     )
@@ -458,6 +421,7 @@ def _open(
     holder: tuple[int, int | None] | None,
     agent: str,
     destructive: Callable[[], bool],
+    agent_session: str | None = None,
 ) -> ExternalBatch:
     """Open a batch: record the state before ``call`` first (as the policy asks),
     then commit the intent that reserves the batch's number, with ``holder``
@@ -467,11 +431,34 @@ def _open(
     policy.last = None
     _restage_before(engine, call, destructive)
     before = policy.last.digest if policy.last is not None else engine.project.head_snapshot()
+    external = {"agent": agent, "agent_session": agent_session}
     held = engine.begin_intent(
-        INTENT_CALLS, before, {"calls": [], EXTERNAL: {"agent": agent}}, holder=holder
+        INTENT_CALLS, before, {"calls": [], EXTERNAL: external}, holder=holder
     )
-    notes = _Notes(snapshot=before, belief=policy.belief, overlap=policy.batch.overlap)
+    notes = Notes(snapshot=before, belief=policy.belief, overlap=policy.batch.overlap)
+    if agent_session is not None:
+        _point(engine, agent, agent_session, held)
     return ExternalBatch(engine, held, notes)
+
+
+def _point(engine: Engine, agent: str, agent_session: str, held: Held) -> None:
+    """Name the open batch for the watch daemon, when its watcher vouches for the
+    tree: it may then note the agent's calls itself (``watched``)."""
+    belief = engine.policy.belief
+    linked = engine.project.linked_paths()
+    if belief.watch_mark() is None or linked is None or len(linked) > MAX_LINKED:
+        return
+    doc = {
+        "session": engine.session.id,
+        "intent": held.id,
+        "root": engine.root,
+        "linked": linked,
+    }
+    path = pointer(engine.project.store_dir, agent, agent_session)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps(doc))
+    os.replace(temp, path)
 
 
 def begin_call(
@@ -481,12 +468,24 @@ def begin_call(
     holder: tuple[int, int | None] | None,
     agent: str,
     destructive: Callable[[], bool],
+    agent_session: str | None = None,
 ) -> tuple[ExternalBatch, int]:
-    """Note ``call`` begun in the session's open batch, opening one if none is."""
+    """Note ``call`` begun in the session's open batch, opening one if none is.
+
+    ``agent_session``: the agent's id for its session; a batch opened on a
+    tree the watch daemon vouches for is named for the daemon by it.
+    """
     batch = open_batch(engine)
     if batch is not None:
         return batch, batch.begin(call, destructive=destructive)
-    batch = _open(engine, call, holder=holder, agent=agent, destructive=destructive)
+    batch = _open(
+        engine,
+        call,
+        holder=holder,
+        agent=agent,
+        destructive=destructive,
+        agent_session=agent_session,
+    )
     return batch, batch._begun(call)
 
 
@@ -515,6 +514,8 @@ def record_gap(
 def close_idle(engine: Engine, why: str) -> Batch | None:
     """Commit the session's open batch if no call of it is running (the agent waits
     for the person): an undo asked for now must not wait for the response to end."""
+    if _open_intent(engine) is None:
+        return None  # nothing open: take no lock, create nothing (a dry run reads only)
     with session_lock(engine):
         batch = open_batch(engine)
         if batch is None:

@@ -29,10 +29,11 @@ from pathlib import Path
 from earshot.agent.core.batch import Batch
 from earshot.agent.core.conversation import log_dir, log_path, open_log
 from earshot.agent.core.engine import Engine
+from earshot.agent.core.external import close_idle
 from earshot.agent.core.records import SessionRecord, session_batches
 from earshot.agent.core.reversal import Impact
 from earshot.agent.core.sessions import create_session, start_session_upkeep
-from earshot.agent.core.undo import NothingToUndo, undo_batches
+from earshot.agent.core.undo import NothingToUndo, refuse_if_unrecorded, undo_batches
 from earshot.agent.log.check import Problem, RepairResult, check, repair
 from earshot.agent.log.entries import BatchLink, Entry
 from earshot.agent.log.header import ForkOrigin
@@ -215,6 +216,12 @@ def rewind(
     else:
         session_log = open_log(engine.project, engine.session.id)
     with session_log.rewind_lock():
+        if code and not dry_run:
+            # An agent's batch left open with no call running is one of the
+            # batches after the prompt: committed first, so the rewind sees it.
+            close_idle(engine, "a rewind was asked")
+        if code:
+            refuse_if_unrecorded(engine)  # a batch still running: wait, say so
         plan = plan_rewind(session_log, n, _batches(engine))
         impact = None
         then = None

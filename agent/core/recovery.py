@@ -36,7 +36,8 @@ from earshot.agent.core.batch import BY_RESTAGE, BatchKind, Change, State
 from earshot.agent.core.command import stop_orphaned_group
 from earshot.agent.core.commit import Draft
 from earshot.agent.core.engine import INTENT_CALLS, Engine
-from earshot.agent.core.external import EXTERNAL, recorded_calls
+from earshot.agent.core.external import EXTERNAL
+from earshot.agent.core.external_notes import recorded_calls
 from earshot.agent.core.ledger import tree_changes
 from earshot.agent.core.navigation import NAVIGATE, finish_navigation
 from earshot.agent.core.undo import finish_revert

@@ -154,13 +154,8 @@ def _marks(
     return marks
 
 
-def _refuse_if_unrecorded(engine: Engine) -> None:
-    """Undo must never step over a batch of its session that is not recorded yet.
-
-    An agent's batch left open with no call running (the agent waits for the
-    person, who asks for the undo) is committed first, and so undoable.
-    """
-    close_idle(engine, "undo, redo or rewind was asked")
+def refuse_if_unrecorded(engine: Engine) -> None:
+    """Undo must never step over a batch of its session that is not recorded yet."""
     intents = engine.project.intents
     for intent in intents.pending():
         if intent.doc.get("session") == engine.session.id and "seq" in intent.doc:
@@ -173,7 +168,11 @@ def _refuse_if_unrecorded(engine: Engine) -> None:
 def undo(engine: Engine, count: int = 1, *, force: bool = False, dry_run: bool = False) -> Impact:
     """Revert the session's last ``count`` undoable batches."""
     with project_lock(engine.project):
-        _refuse_if_unrecorded(engine)
+        if not dry_run:
+            # An agent's batch left open with no call running (the agent waits
+            # for the person, who asks for the undo) is committed first.
+            close_idle(engine, "an undo was asked")
+        refuse_if_unrecorded(engine)
         candidates = [b for b in _history(engine) if b.undoable]
         if not candidates:
             raise NothingToUndo("undo")
@@ -204,7 +203,7 @@ def undo_batches(
     """
     wanted = set(seqs)
     with project_lock(engine.project):
-        _refuse_if_unrecorded(engine)
+        refuse_if_unrecorded(engine)
         targets = [b for b in _history(engine) if b.seq in wanted and b.undoable]
         if not targets:
             raise NothingToUndo("restore")
@@ -216,7 +215,9 @@ def undo_batches(
 def redo(engine: Engine, *, force: bool = False, dry_run: bool = False) -> Impact:
     """Replay the most recent undo (or rewind) that has not been redone."""
     with project_lock(engine.project):
-        _refuse_if_unrecorded(engine)
+        if not dry_run:
+            close_idle(engine, "a redo was asked")
+        refuse_if_unrecorded(engine)
         undos = [
             b
             for b in _history(engine)

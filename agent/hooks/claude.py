@@ -20,7 +20,13 @@ from earshot.agent.core.external import ExternalCall, ToolKind
 from earshot.agent.hooks import quick
 from earshot.agent.hooks.answer import Answer
 from earshot.agent.hooks.commands import prompt_command
-from earshot.agent.hooks.events import EventKind, HookEvent, content_key, text_field
+from earshot.agent.hooks.events import (
+    EventKind,
+    HookEvent,
+    content_digest,
+    content_key,
+    text_field,
+)
 
 AGENT = "claude"
 
@@ -74,6 +80,8 @@ def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
     if field is not None and isinstance(tool_input.get(field), str):
         paths = (_absolute(tool_input[field], cwd),)
     agent = text_field(payload, "agent_id")
+    content = tool_input.get("content")
+    whole = name == "Write" and bool(paths) and isinstance(content, str)
     return ExternalCall(
         name,
         kind,
@@ -81,6 +89,7 @@ def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
         command=command if isinstance(command, str) else None,
         paths=paths,
         agent=f"subagent {agent}" if agent else None,
+        content=(paths[0], content_digest(str(content))) if whole else None,
     )
 
 

@@ -100,3 +100,10 @@ def content_key(name: str, tool_input: Any) -> str:
     """
     text = json.dumps(tool_input, sort_keys=True, separators=(",", ":"), default=str)
     return f"{name}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def content_digest(text: str) -> str:
+    """The digest earshot gives a file holding ``text`` (UTF-8), in hex."""
+    from earshot.cas.digest import blob_digest
+
+    return blob_digest(text.encode("utf-8", "surrogateescape")).hex()

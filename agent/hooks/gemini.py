@@ -23,7 +23,13 @@ from earshot.agent.core.external import ExternalCall, ToolKind
 from earshot.agent.hooks import quick
 from earshot.agent.hooks.answer import Answer
 from earshot.agent.hooks.commands import prompt_command
-from earshot.agent.hooks.events import EventKind, HookEvent, content_key, text_field
+from earshot.agent.hooks.events import (
+    EventKind,
+    HookEvent,
+    content_digest,
+    content_key,
+    text_field,
+)
 
 AGENT = "gemini"
 READ_ONLY = quick.READ_ONLY[AGENT]
@@ -68,7 +74,10 @@ def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
         paths: tuple[str, ...] = ()
         if isinstance(path, str) and path:
             paths = (path if os.path.isabs(path) or cwd is None else os.path.join(cwd, path),)
-        return ExternalCall(name, kind, key, paths=paths)
+        text = tool_input.get("content")
+        whole = name == "write_file" and bool(paths) and isinstance(text, str)
+        content = (paths[0], content_digest(str(text))) if whole else None
+        return ExternalCall(name, kind, key, paths=paths, content=content)
     command = tool_input.get("command")
     shell = kind is ToolKind.SHELL and isinstance(command, str)
     return ExternalCall(name, kind, key, command=command if shell else None)

@@ -27,6 +27,7 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from earshot.agent.core.calls import Bash, error_text
 from earshot.agent.core.conversation import new_session, note_compaction, say, select
@@ -167,6 +168,7 @@ def _handle(engine: Engine, event: HookEvent, options: Options) -> Answer:
             holder=options.holder,
             agent=event.agent,
             destructive=_destructive(engine, event.call),
+            agent_session=event.session,
         )
         begun.done()
         return SILENT
@@ -220,6 +222,16 @@ def _close_open(engine: Engine, why: str, *, unless_dispatching: bool = False) -
         batch.done()
 
 
+def said_of(event: HookEvent) -> dict[str, Any]:
+    """What the agent said of a call's end, as its batch keeps it: an error, an interrupt."""
+    said: dict[str, Any] = {}
+    if event.error:
+        said["error"] = event.error[:2000]
+    if event.interrupted:
+        said["interrupted"] = True
+    return said
+
+
 def _after_tool(engine: Engine, event: HookEvent, options: Options) -> Answer:
     call = event.call
     assert call is not None
@@ -233,12 +245,7 @@ def _after_tool(engine: Engine, event: HookEvent, options: Options) -> Answer:
         gap.done()
         return Answer(message=f"earshot: {call.tool} ran unrecorded: {_GAP.format(why)}")
     try:
-        said: dict[str, object] = {}
-        if event.error:
-            said["error"] = event.error[:2000]
-        if event.interrupted:
-            said["interrupted"] = True
-        batch.end(index, call, destructive=_destructive(engine, call), said=said)
+        batch.end(index, call, destructive=_destructive(engine, call), said=said_of(event))
     finally:
         batch.done()
     return SILENT

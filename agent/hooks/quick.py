@@ -116,3 +116,10 @@ def project_dir(agent: str, payload: Any) -> str | None:
         return given
     cwd = payload.get("cwd") if isinstance(payload, dict) else None
     return cwd if isinstance(cwd, str) and cwd else None
+
+
+def is_tool_event(agent: str, payload: Any) -> bool:
+    """Whether the event is a tool call's start or end (which the daemon may note itself)."""
+    return isinstance(payload, dict) and payload.get("hook_event_name") in TOOL_EVENTS.get(
+        agent, ()
+    )

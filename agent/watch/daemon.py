@@ -61,13 +61,18 @@ from earshot.agent.watch.client import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from earshot.agent.watch.watcher import Watcher
 
     #: Serves one ``run`` request: (the connection, the request, the descriptors
     #: that came with it, what was read after it); owns all of them.
     Host = Callable[[socket.socket, dict[str, Any], list[int], bytes], None]
+    #: ``advance(token)``: the paths changed since a token this daemon gave out
+    #: (``"<epoch>:<n>"``; None: a gap, or another daemon's), and the next token.
+    Advance = Callable[[object], tuple["set[str] | None", str]]
+    #: A request the host answers in the daemon itself: (request, advance) -> reply.
+    Op = Callable[[dict[str, Any], Advance], dict[str, Any]]
 
 DEFAULT_SETTLE_S = 5.0
 #: What a caller in another mount namespace is told instead of a token.
@@ -115,9 +120,12 @@ class Server:
         paths: DaemonPaths,
         idle_timeout: float,
         host: Host | None = None,
+        ops: Mapping[str, Op] | None = None,
     ) -> None:
         self.watcher = watcher
         self.host = host
+        #: Requests the host answers here, without a worker (``Op``).
+        self.ops = dict(ops or {})
         #: How many ``run`` requests were handed to the host.
         self.hosted = 0
         self.build = protocol.build_id()
@@ -264,6 +272,8 @@ class Server:
             }
         if op == "hello":
             return {"build": self.build, "hosts": self.host is not None, "pid": os.getpid()}
+        if isinstance(op, str) and op in self.ops:
+            return self.ops[op](doc, self.advance)
         if op == "stop":
             self.stopping.set()
             if self._listener is not None:
@@ -271,6 +281,14 @@ class Server:
                     self._listener.shutdown(socket.SHUT_RDWR)  # wake accept() now
             return {"stopping": True, "pid": os.getpid()}
         return {"error": f"unknown op {op!r}"}
+
+    def advance(self, token: object) -> tuple[set[str] | None, str]:
+        """What changed since a token of this daemon (``"<epoch>:<n>"``), and the next."""
+        epoch, _, number = token.rpartition(":") if isinstance(token, str) else ("", "", "")
+        if epoch != self.epoch or not number.isdigit():
+            return None, f"{self.epoch}:{self.watcher.token()}"
+        paths, now = self.watcher.advance(int(number))
+        return paths, f"{self.epoch}:{now}"
 
     def handle_elsewhere(self, doc: dict[str, Any]) -> dict[str, Any]:
         """A request from another mount namespace: status and stop, never a token."""
@@ -333,7 +351,8 @@ def serve(
     """Run the daemon in this process, holding ``lock_fd``, until stopped or idle.
 
     ``host(watcher)`` makes the host of ``run`` requests (None: the daemon
-    only watches).
+    only watches); the host's ``ops`` attribute, if any, names the requests
+    it answers in the daemon itself (``Op``).
     """
     os.ftruncate(lock_fd, 0)
     os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
@@ -343,7 +362,8 @@ def serve(
     try:
         watcher = Watcher(paths.root, paths.store, settle_timeout=settle_timeout).start()
         made = host(watcher) if host is not None else None
-        return Server(watcher, paths, idle_timeout, made).run()
+        ops = getattr(made, "ops", None)
+        return Server(watcher, paths, idle_timeout, made, ops).run()
     finally:
         os.close(lock_fd)
 

@@ -468,3 +468,15 @@ def test_the_other_agents_payloads_make_batches_too(
     assert changes(batch) == {"old.txt": 0, "new.txt": 1}
     cli.run("undo")
     assert tree(root) == before
+
+
+def test_rewind_asked_while_the_agent_waits_takes_its_open_batch_back_too(
+    cli: Cli, root: Path, agent: Claude, tree: Callable[..., Any]
+) -> None:
+    before = tree(root)
+    agent.prompt("one")
+    agent.write(root / "a.txt", "a\n")  # still open: the person pressed Esc
+    dry = cli.run("rewind", "1", "--code", "--dry-run", expect=1)
+    assert "is running in another process" in dry.stderr  # a dry run commits nothing
+    cli.run("rewind", "1", "--code")
+    assert tree(root) == before

@@ -6,25 +6,83 @@ tests/real_agents installs them once) against scripted servers speaking each
 provider's wire protocol on 127.0.0.1 (tests/model_servers). earshot runs as
 people run it: installed into the agent's settings in the test's own home,
 with the watch daemon hosting the hook events (``EARSHOT_WATCH=auto``).
+Every scenario runs under each agent.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from earshot_cli import EARSHOT, Cli
-from model_servers import AnthropicServer, GeminiServer, ResponsesServer, ToolCall
-from real_agents import Invocation, claude, codex, gemini, run, start
+from model_servers import AnthropicServer, GeminiServer, ResponsesServer, ScriptedServer, ToolCall
+from real_agents import AgentRun, Invocation, Running, claude, codex, gemini, run, start
 
 pytestmark = pytest.mark.slow
 
 Tree = Callable[..., dict[str, tuple[object, ...]]]
+
+#: Codex refuses "rm -f" commands whatever its approval settings; "rm -r" passes.
+GENERATE = "rm -r build && mkdir gen && for i in 1 2 3; do echo $i > gen/f$i.txt; done"
+EDIT = "echo 'x = 2' > src.py && rm old.txt"
+LONG = "echo started > started.txt; sleep 30; echo late > late.txt"
+
+
+@dataclass(frozen=True)
+class Kit:
+    """What differs between the agents: their server, their tools, their invocation."""
+
+    name: str
+    server: type[ScriptedServer]
+    invoke: Callable[..., Invocation]
+
+    def shell(self, command: str) -> ToolCall:
+        if self.name == "claude":
+            return ToolCall("Bash", {"command": command, "description": "run"})
+        if self.name == "codex":
+            return ToolCall("exec_command", {"cmd": command})
+        return ToolCall("run_shell_command", {"command": command, "description": "run"})
+
+    def write(self, project: Path, name: str, text: str) -> ToolCall:
+        if self.name == "claude":
+            return ToolCall("Write", {"file_path": str(project / name), "content": text})
+        if self.name == "codex":
+            body = "".join(f"+{line}\n" for line in text.splitlines())
+            return ToolCall(
+                "apply_patch", f"*** Begin Patch\n*** Add File: {name}\n{body}*** End Patch\n"
+            )
+        return ToolCall("write_file", {"file_path": name, "content": text})
+
+    def interrupt(self, running: Running) -> None:
+        """A person's Ctrl-C: Claude Code takes it itself; Gemini's launcher
+        ignores it, its worker does not; Codex's launcher passes it on."""
+        pid = running.worker() if self.name == "gemini" else running.pid
+        os.kill(pid, signal.SIGINT)
+
+    #: The prompt that runs ``earshot undo`` inside the agent (Codex has no
+    #: custom commands: the prompt itself).
+    @property
+    def undo_prompt(self) -> str:
+        return "earshot undo" if self.name == "codex" else "/earshot undo"
+
+
+KITS = {
+    "claude": Kit("claude", AnthropicServer, claude),
+    "codex": Kit("codex", ResponsesServer, codex),
+    "gemini": Kit("gemini", GeminiServer, gemini),
+}
+
+
+@pytest.fixture(params=sorted(KITS))
+def kit(request: pytest.FixtureRequest) -> Kit:
+    return KITS[request.param]
 
 
 @pytest.fixture
@@ -59,13 +117,16 @@ def hooked(invocation: Invocation, cli: Cli, *options: str) -> Invocation:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return Invocation(
-        invocation.agent,
-        invocation.argv,
-        {**invocation.env, "EARSHOT_HOME": str(cli.home)},
-        invocation.cwd,
-        invocation.home,
-    )
+    env = {**invocation.env, "EARSHOT_HOME": str(cli.home)}
+    return Invocation(invocation.agent, invocation.argv, env, invocation.cwd, invocation.home)
+
+
+def session(
+    kit: Kit, cli: Cli, project: Path, home: Path, model: ScriptedServer, prompt: str, **more: Any
+) -> AgentRun:
+    done = run(hooked(kit.invoke(prompt, cwd=project, model=model, home=home, **more), cli))
+    assert done.rc == 0, done
+    return done
 
 
 def batches(cli: Cli) -> list[dict[str, Any]]:
@@ -77,34 +138,21 @@ def changes(batch: dict[str, Any]) -> dict[str, Any]:
     return {c["path"]: c["by"] for c in batch["changes"]}
 
 
-GENERATE = "rm -r build && mkdir gen && for i in 1 2 3; do echo $i > gen/f$i.txt; done"
-EDIT = "echo 'x = 2' > src.py && rm old.txt"
-
-
-# -- Claude Code ------------------------------------------------------------------
-
-
-def test_claude_sessions_undo_redo_and_rewind_leave_the_exact_trees(
-    earshot: Cli, project: Path, tmp_path: Path, tree: Tree
+def test_two_prompts_make_two_batches_and_undo_redo_rewind_leave_the_exact_trees(
+    kit: Kit, earshot: Cli, project: Path, tmp_path: Path, tree: Tree
 ) -> None:
-    home = tmp_path / "claude-home"
+    home = tmp_path / f"{kit.name}-home"
     states = [tree(project)]
     script = [
-        [
-            ToolCall("Bash", {"command": GENERATE, "description": "generate"}),
-            ToolCall("Write", {"file_path": str(project / "notes.md"), "content": "notes\n"}),
-        ],
+        [kit.shell(GENERATE), kit.write(project, "notes.md", "notes\n")],
         "generated",
-        [ToolCall("Bash", {"command": EDIT, "description": "edit"})],
+        [kit.shell(EDIT)],
         "edited",
     ]
-    with AnthropicServer(script) as model:
-        first = run(hooked(claude("generate it", cwd=project, model=model, home=home), earshot))
-        assert first.rc == 0, first
+    with kit.server(script) as model:
+        first = session(kit, earshot, project, home, model, "generate it")
         states.append(tree(project))
-        again = claude("now edit", cwd=project, model=model, home=home, resume=first.session_id)
-        second = run(hooked(again, earshot))
-        assert second.rc == 0, second
+        session(kit, earshot, project, home, model, "now edit", resume=first.session_id)
         states.append(tree(project))
     assert (project / "gen" / "f3.txt").exists() and not (project / "old.txt").exists()
     made = batches(earshot)
@@ -112,7 +160,7 @@ def test_claude_sessions_undo_redo_and_rewind_leave_the_exact_trees(
         {"build/old.o": 0, "gen/f1.txt": 0, "gen/f2.txt": 0, "gen/f3.txt": 0, "notes.md": 1},
         {"src.py": 0, "old.txt": 0},
     ]
-    assert [c["tool"] for c in made[0]["calls"]] == ["bash", "Write"]
+    assert made[0]["calls"][0]["tool"] == "bash"
     prompts = earshot.run("tree", "--json").json()["prompts"]
     assert [p["text"] for p in prompts] == ["generate it", "now edit"]
     sessions = earshot.run("sessions", "--json").json()["sessions"]
@@ -132,44 +180,38 @@ def test_claude_sessions_undo_redo_and_rewind_leave_the_exact_trees(
     assert tree(project) == states[2]
 
 
-def test_claude_a_failed_call_is_recorded_and_undone(
-    earshot: Cli, project: Path, tmp_path: Path, tree: Tree
+def test_a_failed_call_is_recorded_and_undone(
+    kit: Kit, earshot: Cli, project: Path, tmp_path: Path, tree: Tree
 ) -> None:
     before = tree(project)
-    failing = "echo partial > partial.txt; exit 1"
-    script = [[ToolCall("Bash", {"command": failing, "description": "fail"})], "it failed"]
-    with AnthropicServer(script) as model:
-        done = run(hooked(claude("try", cwd=project, model=model, home=tmp_path / "h"), earshot))
-    assert done.rc == 0, done
+    script = [[kit.shell("echo partial > partial.txt; exit 1")], "it failed"]
+    with kit.server(script) as model:
+        session(kit, earshot, project, tmp_path / "h", model, "try")
     (batch,) = batches(earshot)
     assert changes(batch) == {"partial.txt": 0}
-    assert batch["calls"][0]["error"].startswith("Exit code 1")
+    if kit.name == "claude":  # the only one that says a call failed
+        assert batch["calls"][0]["error"].startswith("Exit code 1")
     earshot.run("undo")
     assert tree(project) == before
 
 
-def _interrupt(earshot: Cli, project: Path, home: Path, how: signal.Signals) -> None:
-    """Run a long command in Claude Code and send it ``how`` once the command began."""
-    long = "echo started > started.txt; sleep 30; echo late > late.txt"
-    script = [[ToolCall("Bash", {"command": long, "description": "long"})], "never"]
-    with AnthropicServer(script) as model:
-        running = start(hooked(claude("long job", cwd=project, model=model, home=home), earshot))
+def test_an_interrupted_call_keeps_what_it_did_and_undo_takes_it_back(
+    kit: Kit, earshot: Cli, project: Path, tmp_path: Path, tree: Tree
+) -> None:
+    # Each agent ends its session on Ctrl-C (SessionEnd) without saying the
+    # call ended: the batch closes, the call's changes its own.
+    before = tree(project)
+    script = [[kit.shell(LONG)], "never"]
+    with kit.server(script) as model:
+        invocation = kit.invoke("long job", cwd=project, model=model, home=tmp_path / "h")
+        running = start(hooked(invocation, earshot))
         deadline = time.monotonic() + 60
         while not (project / "started.txt").exists():
             assert time.monotonic() < deadline, "the command never started"
             time.sleep(0.05)
-        running.signal(how)
-        running.wait()  # kills what the agent left running, as its run tag says
+        kit.interrupt(running)
+        running.wait()  # and what the agent left running is killed, as its run tag says
     assert not (project / "late.txt").exists()
-
-
-def test_claude_interrupted_by_ctrl_c_keeps_the_call_s_changes_its_own(
-    earshot: Cli, project: Path, tmp_path: Path, tree: Tree
-) -> None:
-    # SIGINT: Claude Code kills the command and ends the session; its
-    # SessionEnd closes the batch, the call's end never having come.
-    before = tree(project)
-    _interrupt(earshot, project, tmp_path / "h", signal.SIGINT)
     (batch,) = batches(earshot)
     assert changes(batch) == {"started.txt": 0}
     assert batch["calls"][0]["unfinished"] == "the agent's session ended"
@@ -177,100 +219,49 @@ def test_claude_interrupted_by_ctrl_c_keeps_the_call_s_changes_its_own(
     assert tree(project) == before
 
 
-def test_claude_killed_leaves_an_open_batch_the_next_command_records(
-    earshot: Cli, project: Path, tmp_path: Path, tree: Tree
+def test_earshot_undo_typed_in_the_agent_undoes_and_never_reaches_the_model(
+    kit: Kit, earshot: Cli, project: Path, tmp_path: Path, tree: Tree
 ) -> None:
-    # SIGKILL: nothing more is said. The next command finds the batch open
-    # with its agent gone and records it as interrupted; undo restores what
-    # it can prove, and keeps the file only the (killed) command made, since
-    # the person may have made it after the kill.
-    _interrupt(earshot, project, tmp_path / "h", signal.SIGKILL)
+    before = tree(project)
+    home = tmp_path / "h"
+    script = [[kit.shell(EDIT)], "edited"]
+    with kit.server(script) as model:
+        first = session(kit, earshot, project, home, model, "edit it")
+        assert tree(project) != before
+        asked = len(model.main_requests)
+        resume = first.session_id
+        inside = run(
+            hooked(
+                kit.invoke(kit.undo_prompt, cwd=project, model=model, home=home, resume=resume),
+                earshot,
+            )
+        )
+        assert len(model.main_requests) == asked, "the command reached the model"
+    assert tree(project) == before
+    assert [b["kind"] for b in batches(earshot)] == ["calls", "undo"]
+    if kit.name != "codex":  # codex exec prints only "hook: UserPromptSubmit Blocked"
+        assert "restore old.txt" in inside.stdout + inside.stderr
+
+
+def test_claude_killed_leaves_an_open_batch_the_next_command_records(
+    earshot: Cli, project: Path, tmp_path: Path
+) -> None:
+    # kill -9: nothing more is said. The next command finds the batch open
+    # with its agent gone and records it as interrupted; undo keeps the file
+    # only the killed command made (no note proves a call made it: the
+    # person may have made it after the kill), and says so.
+    kit = KITS["claude"]
+    script = [[kit.shell(LONG)], "never"]
+    with kit.server(script) as model:
+        invocation = kit.invoke("long job", cwd=project, model=model, home=tmp_path / "h")
+        running = start(hooked(invocation, earshot))
+        deadline = time.monotonic() + 60
+        while not (project / "started.txt").exists():
+            assert time.monotonic() < deadline, "the command never started"
+            time.sleep(0.05)
+        running.signal(signal.SIGKILL)
+        running.wait()
     kept = earshot.run("undo", expect=3)
     assert "recorded interrupted batch 1" in kept.stderr
     assert "kept    started.txt: not made by a call of this session" in kept.stdout
     assert batches(earshot)[0]["interrupted"] is True
-
-
-def test_claude_earshot_commands_typed_in_the_agent_never_reach_the_model(
-    earshot: Cli, project: Path, tmp_path: Path, tree: Tree
-) -> None:
-    before = tree(project)
-    home = tmp_path / "h"
-    script = [[ToolCall("Bash", {"command": EDIT, "description": "edit"})], "edited"]
-    with AnthropicServer(script) as model:
-        first = run(hooked(claude("edit it", cwd=project, model=model, home=home), earshot))
-        assert tree(project) != before
-        asked = len(model.main_requests)
-        inside = claude(
-            "/earshot undo", cwd=project, model=model, home=home, resume=first.session_id
-        )
-        undone = run(hooked(inside, earshot))
-        assert len(model.main_requests) == asked, "the command reached the model"
-    assert tree(project) == before
-    assert "restore old.txt" in undone.stdout + undone.stderr
-
-
-# -- Codex CLI and Gemini CLI -------------------------------------------------------
-
-
-PATCH = "*** Begin Patch\n*** Add File: notes.md\n+notes\n*** End Patch\n"
-
-
-def test_codex_turns_are_batches_and_undo_and_rewind_restore_them(
-    earshot: Cli, project: Path, tmp_path: Path, tree: Tree
-) -> None:
-    home = tmp_path / "codex-home"
-    states = [tree(project)]
-    script = [
-        [ToolCall("exec_command", {"cmd": GENERATE}), ToolCall("apply_patch", PATCH)],
-        "generated",
-        [ToolCall("exec_command", {"cmd": EDIT})],
-        "edited",
-    ]
-    with ResponsesServer(script) as model:
-        first = run(hooked(codex("generate it", cwd=project, model=model, home=home), earshot))
-        assert first.rc == 0, first
-        states.append(tree(project))
-        again = codex("now edit", cwd=project, model=model, home=home, resume=first.session_id)
-        assert run(hooked(again, earshot)).rc == 0
-        states.append(tree(project))
-    made = batches(earshot)
-    assert [set(changes(b)) for b in made] == [
-        {"build/old.o", "gen/f1.txt", "gen/f2.txt", "gen/f3.txt", "notes.md"},
-        {"src.py", "old.txt"},
-    ]
-    prompts = earshot.run("tree", "--json").json()["prompts"]
-    assert [p["text"] for p in prompts] == ["generate it", "now edit"]
-    earshot.run("undo")
-    assert tree(project) == states[1]
-    earshot.run("rewind", "1", "--code")
-    assert tree(project) == states[0]
-    earshot.run("redo")
-    assert tree(project) == states[1]
-
-
-def test_gemini_responses_are_batches_and_undo_restores_them(
-    earshot: Cli, project: Path, tmp_path: Path, tree: Tree
-) -> None:
-    home = tmp_path / "gemini-home"
-    states = [tree(project)]
-    script = [
-        [
-            ToolCall("run_shell_command", {"command": GENERATE, "description": "generate"}),
-        ],
-        [ToolCall("write_file", {"file_path": "notes.md", "content": "notes\n"})],
-        "generated",
-    ]
-    with GeminiServer(script) as model:
-        done = run(hooked(gemini("generate it", cwd=project, model=model, home=home), earshot))
-        assert done.rc == 0, done
-    states.append(tree(project))
-    made = batches(earshot)
-    assert [changes(b) for b in made] == [
-        {"build/old.o": 0, "gen/f1.txt": 0, "gen/f2.txt": 0, "gen/f3.txt": 0},
-        {"notes.md": 0},
-    ]
-    earshot.run("undo", "2")
-    assert tree(project) == states[0]
-    earshot.run("redo")
-    assert tree(project) == states[1]

@@ -107,13 +107,14 @@ class Running:
         and SIGTERM: interrupt this one). Until the child exists, the launcher."""
         if self.invocation.agent == "claude":
             return self.pid
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    with open(f"/proc/{entry.name}/stat") as stat:
-                        fields = stat.read().rsplit(")", 1)[1].split()
-                    if int(fields[1]) == self.pid:
-                        return int(entry.name)
+        with os.scandir("/proc") as entries:
+            for entry in entries:
+                if entry.name.isdigit():
+                    with contextlib.suppress(OSError, ValueError, IndexError):
+                        with open(f"/proc/{entry.name}/stat") as stat:
+                            fields = stat.read().rsplit(")", 1)[1].split()
+                        if int(fields[1]) == self.pid:
+                            return int(entry.name)
         return self.pid
 
     def wait(self, timeout: float = 120.0, *, reap: bool = True) -> AgentRun:

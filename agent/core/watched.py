@@ -1,0 +1,114 @@
+"""An agent's calls noted by the watch daemon itself: no worker, no store, no restage.
+
+While an agent's batch is open on a tree the daemon watches gap-free, the
+start and the end of a tool call need nothing recorded at that instant: what
+the call changes is what the watcher sees between its two events. So the
+daemon, asked by the hook's client, notes the call begun or ended in the
+batch's notes with the paths its watcher saw since the previous note and the
+token of that instant (``external_notes``). The next event that opens the
+store (the end of the response, a call that must be restaged, an undo)
+restages all of them at once and pins each path on the call whose range saw
+it: a call costs its hook's start-up and a note, not a restage.
+
+The daemon declines (and the hook runs as any other event, in a worker)
+whenever a restage cannot wait: no open batch named for it, a watcher gap
+or another daemon's token, a subagent dispatch (it walks the tree first), a
+write before the batch has re-read what the session wrote, an end whose
+start it does not know, or a call that began while others ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from earshot.agent.core.external import ExternalCall, ToolKind, relative_targets
+from earshot.agent.core.external_notes import Notes, pointer
+from earshot.cas.intents import read_notes
+
+#: ``advance(token)`` of the daemon: paths changed since the token (None: a
+#: gap, or another daemon's token) and the token of that instant.
+Advance = Callable[[object], tuple["set[str] | None", str]]
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[bool]:
+    """Hold ``path``'s flock; False when the file is gone (what it guards has ended)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield False
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True
+    finally:
+        os.close(fd)
+
+
+def note_call(
+    store_dir: Path,
+    agent: str,
+    agent_session: str,
+    call: ExternalCall,
+    *,
+    ended: dict[str, Any] | None,
+    advance: Advance,
+) -> bool:
+    """Note ``call`` begun (``ended`` None) or ended (what the agent said of it) in the
+    agent session's open batch; False when it must be recorded the usual way."""
+    try:
+        named = json.loads(pointer(store_dir, agent, agent_session).read_text())
+        session, intent, root = str(named["session"]), str(named["intent"]), str(named["root"])
+        linked = [str(p) for p in named.get("linked") or ()]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if call.kind is ToolKind.DISPATCH:
+        return False
+    notes_path = store_dir / "intents" / intent
+    with (
+        _locked(store_dir / "external" / f"{session}.lock") as live,
+        _locked(notes_path) as open_,
+    ):
+        if not (live and open_):
+            return False
+        notes = Notes.read(read_notes(notes_path))
+        if not notes.watched:
+            return False
+        note: dict[str, Any]
+        if ended is None:
+            if notes.running:
+                return False  # what the running calls did must be pinned on them first
+            written = any(c.get("path") for c in notes.calls)
+            if call.kind is ToolKind.WRITE and not written:
+                return False  # the batch re-reads what the session wrote, once, first
+            doc = call.describe(root)
+            note = {"call": len(notes.calls), "begin": doc, "key": call.key, "owner": None}
+        else:
+            index = next((i for i in notes.keys.get(call.key, ()) if i in notes.running), None)
+            if index is None or notes.running != [index]:
+                return False
+            note = {"call": index, "end": ended, "owner": index}
+            if call.kind is ToolKind.WRITE:
+                note["forced"] = relative_targets(root, call.paths)
+            if call.content is not None and not ended:
+                # The content the call wrote: proof, after a kill, that it made the file.
+                made = relative_targets(root, (call.content[0],))
+                if made:
+                    note |= {"path": made[-1], "digest": call.content[1]}
+        seen, token = advance(notes.belief.token)
+        if seen is None:
+            return False
+        note |= {"paths": sorted(seen | set(linked)), "token": token}
+        line = json.dumps(note, separators=(",", ":")).encode() + b"\n"
+        fd = os.open(notes_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    return True
