@@ -38,21 +38,24 @@ def build_id() -> str:
 
     A change to any module (an upgrade, an edit) names another build: a
     daemon of the old one is replaced, never asked to run new callers'
-    calls with old code. About a hundred stats, under a millisecond.
+    calls with old code. About 130 stats, 0.6 ms here: every hook event
+    pays it, so a plain scandir, no os.walk.
     """
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     stamps: list[str] = []
-    for package in _BUILD_PACKAGES:
-        for where, dirs, names in os.walk(os.path.join(top, package)):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(names):
-                if name.endswith(".py"):
+    stack = [os.path.join(top, package) for package in _BUILD_PACKAGES]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if entry.name.endswith(".py"):
                     try:
-                        st = os.stat(os.path.join(where, name))
+                        st = entry.stat()
                     except OSError:
                         continue
-                    rel = os.path.relpath(os.path.join(where, name), top)
-                    stamps.append(f"{rel}:{st.st_mtime_ns}:{st.st_size}")
+                    stamps.append(f"{entry.path[len(top) :]}:{st.st_mtime_ns}:{st.st_size}")
+                elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+    stamps.sort()
     digest: str = sha256("\n".join(stamps).encode()).hexdigest()
     return f"{PROTOCOL}:{digest[:32]}"
 
