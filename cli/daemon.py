@@ -198,7 +198,7 @@ def _note_hook_event(watcher: Watcher, doc: dict[str, Any], advance: daemon.Adva
     """A tool call's start or end, noted in the daemon without a worker when its
     batch allows (``earshot.agent.core.watched``); False: the client runs the
     event as any other."""
-    from earshot.agent.core.watched import note_call
+    from earshot.agent.core.watched import note_call, nothing_open
     from earshot.agent.hooks import quick
     from earshot.agent.hooks.events import EventKind
     from earshot.agent.hooks.handler import said_of
@@ -208,6 +208,8 @@ def _note_hook_event(watcher: Watcher, doc: dict[str, Any], advance: daemon.Adva
         return False
     module = importlib.import_module(f"earshot.agent.hooks.{agent}")
     event = module.parse(json.loads(str(doc.get("payload"))))
+    if event.kind is EventKind.RESPONSE_END:
+        return nothing_open(watcher.data_dir, agent, event.session)
     if event.call is None or event.kind not in (EventKind.PRE_TOOL, EventKind.POST_TOOL):
         return False
     ended = said_of(event) if event.kind is EventKind.POST_TOOL else None

@@ -89,7 +89,7 @@ def _hook_event(argv: list[str]) -> list[str]:
     if root == ".":
         root = quick.project_dir(agent, payload) or os.getcwd()
         argv = [*argv, "--root", root]
-    if quick.is_tool_event(agent, payload) and _noted_by_daemon(agent, data, root):
+    if quick.daemon_may_answer(agent, payload) and _noted_by_daemon(agent, data, root):
         sys.exit(0)
     fd = os.memfd_create("earshot-hook-event", os.MFD_CLOEXEC)
     view = memoryview(data)
@@ -103,8 +103,9 @@ def _hook_event(argv: list[str]) -> list[str]:
 
 
 def _noted_by_daemon(agent: str, data: bytes, root: str) -> bool:
-    """Whether the root's daemon noted this tool call's start or end itself (no
-    worker: ``earshot.agent.core.watched``); False: the event runs as any other."""
+    """Whether the root's daemon answered the event itself, with no worker (a tool
+    call's start or end noted, a response's end with nothing open:
+    ``earshot.agent.core.watched``); False: the event runs as any other."""
     if not os.path.isdir(root):
         return False
     sock = _connect(protocol.alias_path(protocol.data_home(), os.path.realpath(root)))

@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from earshot.agent.core.batch import BY_RESTAGE, Batch, BatchKind, Change
@@ -306,11 +307,7 @@ class ExternalBatch:
         )
         self.engine.policy.batch.overlap |= self.notes.overlap
         batch = self.engine.record(draft, held=self.held)
-        named = doc.get(EXTERNAL) or {}
-        if named.get("agent_session"):
-            path = pointer(project.store_dir, str(named["agent"]), str(named["agent_session"]))
-            with contextlib.suppress(OSError):
-                path.unlink()
+        unpoint(project.store_dir, doc)
         return batch
 
     # -- the notes -----------------------------------------------------------------
@@ -442,16 +439,19 @@ def _open(
 
 
 def _point(engine: Engine, agent: str, agent_session: str, held: Held) -> None:
-    """Name the open batch for the watch daemon, when its watcher vouches for the
-    tree: it may then note the agent's calls itself (``watched``)."""
+    """Name the open batch for the watch daemon, which cannot read the store: it
+    may then tell a response's end with nothing open at once, and when its
+    watcher vouches for the tree (``watched``), note the agent's calls itself."""
     belief = engine.policy.belief
     linked = engine.project.linked_paths()
-    if belief.watch_mark() is None or linked is None or len(linked) > MAX_LINKED:
-        return
+    watched = belief.watch_mark() is not None
+    if linked is None or len(linked) > MAX_LINKED:
+        watched, linked = False, []
     doc = {
         "session": engine.session.id,
         "intent": held.id,
         "root": engine.root,
+        "watched": watched,
         "linked": linked,
     }
     path = pointer(engine.project.store_dir, agent, agent_session)
@@ -459,6 +459,16 @@ def _point(engine: Engine, agent: str, agent_session: str, held: Held) -> None:
     temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     temp.write_text(json.dumps(doc))
     os.replace(temp, path)
+
+
+def unpoint(store_dir: Path, doc: dict[str, Any]) -> None:
+    """Take the daemon's pointer to a batch away: it has been committed (``doc``: its
+    intent's fields)."""
+    named = doc.get(EXTERNAL) or {}
+    if named.get("agent_session"):
+        path = pointer(store_dir, str(named["agent"]), str(named["agent_session"]))
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def begin_call(
@@ -496,6 +506,7 @@ def record_gap(
     *,
     holder: tuple[int, int | None] | None,
     agent: str,
+    agent_session: str | None = None,
 ) -> ExternalBatch:
     """Note that ``call`` ran with no state recorded before it, in the session's
     open batch, opening one (from the state now, which holds what it did) if none is."""
@@ -504,7 +515,14 @@ def record_gap(
         batch.gap(call, why)
         return batch
     unknown = ExternalCall(call.tool, ToolKind.UNKNOWN, call.key)
-    batch = _open(engine, unknown, holder=holder, agent=agent, destructive=lambda: True)
+    batch = _open(
+        engine,
+        unknown,
+        holder=holder,
+        agent=agent,
+        destructive=lambda: True,
+        agent_session=agent_session,
+    )
     doc = {**call.describe(engine.root), "gap": why}
     batch.notes.calls.append(doc)
     batch._note(gap=doc)

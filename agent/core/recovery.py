@@ -36,7 +36,7 @@ from earshot.agent.core.batch import BY_RESTAGE, BatchKind, Change, State
 from earshot.agent.core.command import stop_orphaned_group
 from earshot.agent.core.commit import Draft
 from earshot.agent.core.engine import INTENT_CALLS, Engine
-from earshot.agent.core.external import EXTERNAL
+from earshot.agent.core.external import EXTERNAL, unpoint
 from earshot.agent.core.external_notes import recorded_calls
 from earshot.agent.core.ledger import tree_changes
 from earshot.agent.core.navigation import NAVIGATE, finish_navigation
@@ -240,6 +240,7 @@ def finish_batch(project: Project, held: Held) -> str:
     engine.remember_written(wrote)
     draft = Draft(BatchKind.CALLS, tuple(calls), before, after.digest, ledger, interrupted=True)
     batch = engine.record(draft, held=held)
+    unpoint(project.store_dir, doc)  # an agent's batch: the daemon's pointer goes too
     added = sum(1 for c in batch.ledger if c.before is None)
     deleted = sum(1 for c in batch.ledger if c.after is None)
     modified = len(batch.ledger) - added - deleted

@@ -68,6 +68,8 @@ def note_call(
         linked = [str(p) for p in named.get("linked") or ()]
     except (OSError, ValueError, KeyError, TypeError):
         return False
+    if not named.get("watched"):
+        return False
     if call.kind is ToolKind.DISPATCH:
         return False
     notes_path = store_dir / "intents" / intent
@@ -112,3 +114,10 @@ def note_call(
         finally:
             os.close(fd)
     return True
+
+
+def nothing_open(store_dir: Path, agent: str, agent_session: str) -> bool:
+    """Whether the agent session has no open batch: the end of a response (or a
+    model call) then needs nothing, and the daemon says so at once. A batch is
+    named for the daemon from the moment it opens until it is committed."""
+    return not pointer(store_dir, agent, agent_session).exists()

@@ -241,7 +241,9 @@ def _after_tool(engine: Engine, event: HookEvent, options: Options) -> Answer:
         if batch is not None:
             batch.done()
         why = "its start was never seen: the hook before it did not run or failed"
-        gap = record_gap(engine, call, why, holder=options.holder, agent=event.agent)
+        gap = record_gap(
+            engine, call, why, holder=options.holder, agent=event.agent, agent_session=event.session
+        )
         gap.done()
         return Answer(message=f"earshot: {call.tool} ran unrecorded: {_GAP.format(why)}")
     try:

@@ -118,8 +118,16 @@ def project_dir(agent: str, payload: Any) -> str | None:
     return cwd if isinstance(cwd, str) and cwd else None
 
 
-def is_tool_event(agent: str, payload: Any) -> bool:
-    """Whether the event is a tool call's start or end (which the daemon may note itself)."""
-    return isinstance(payload, dict) and payload.get("hook_event_name") in TOOL_EVENTS.get(
-        agent, ()
-    )
+#: The end of a model response, where the agent says so.
+RESPONSE_ENDS: dict[str, frozenset[str]] = {
+    "claude": frozenset({"PostToolBatch"}),
+    "codex": frozenset(),
+    "gemini": frozenset({"BeforeModel"}),
+}
+
+
+def daemon_may_answer(agent: str, payload: Any) -> bool:
+    """Whether the daemon itself may answer the event, with no worker: a tool
+    call's start or end (it notes them), or a response's end (nothing open)."""
+    events = TOOL_EVENTS.get(agent, frozenset()) | RESPONSE_ENDS.get(agent, frozenset())
+    return isinstance(payload, dict) and payload.get("hook_event_name") in events

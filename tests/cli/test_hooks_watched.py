@@ -113,3 +113,13 @@ def test_the_notes_of_a_watched_batch_name_each_call_s_paths(
         (1, None, []),  # the second call began: nothing changed since the first ended
         (1, 1, ["d", "d/f"]),  # a new directory, and what was made in it
     ]
+
+
+def test_a_response_end_with_nothing_open_takes_no_worker(
+    served: Cli, root: Path, agent: Claude
+) -> None:
+    before = hosted(served)
+    agent.pre("Read", {"file_path": str(root / "x")}, agent.new_id())
+    assert agent.response_end().answer() is None  # a response of read-only calls
+    assert hosted(served) == before
+    assert served.run("log", "--json").json()["batches"] == []
