@@ -128,6 +128,7 @@ def summary_doc(item: SessionSummary) -> dict[str, Any]:
         "fork_of": None if fork is None else {"session": fork.session, "entry": fork.entry},
         "has_log": item.has_log,
         "has_checkpoints": item.has_checkpoints,
+        "agent": None if item.agent is None else {"name": item.agent[0], "session": item.agent[1]},
     }
 
 
@@ -136,9 +137,10 @@ def sessions(items: Sequence[SessionSummary]) -> tuple[dict[str, Any], str]:
     lines = []
     for s in items:
         fork = f"  (fork of {s.fork_of.session[:12]})" if s.fork_of is not None else ""
+        agent = f"  ({s.agent[0]} {one_line(s.agent[1])[:12]})" if s.agent is not None else ""
         line = (
             f"{s.id}  {when(s.last_activity_ns)}  {s.batches:>4} batches  "
-            f"{_short(s.first_prompt)}{fork}"
+            f"{_short(s.first_prompt)}{fork}{agent}"
         )
         lines.append(line.rstrip())
     return doc, "\n".join(lines) if lines else "no sessions yet ('earshot session new')"

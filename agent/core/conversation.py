@@ -25,7 +25,13 @@ from datetime import datetime
 from pathlib import Path
 
 from earshot.agent.core.batch import Batch
-from earshot.agent.core.records import SessionRecord, all_sessions, count_batches, get_session
+from earshot.agent.core.records import (
+    SessionRecord,
+    all_sessions,
+    bound_sessions,
+    count_batches,
+    get_session,
+)
 from earshot.agent.core.sessions import ENV_SESSION, create_session, start_session_upkeep
 from earshot.agent.log.entries import AssistantMessage, BatchLink, Compaction, Entry, UserMessage
 from earshot.agent.log.header import ForkOrigin
@@ -148,6 +154,8 @@ class SessionSummary:
     fork_of: ForkOrigin | None
     has_log: bool
     has_checkpoints: bool
+    #: The agent whose session this is, seen through its hooks: (agent, its id).
+    agent: tuple[str, str] | None = None
 
 
 def summaries(project: Project, *, with_batch_counts: bool = True) -> list[SessionSummary]:
@@ -158,6 +166,7 @@ def summaries(project: Project, *, with_batch_counts: bool = True) -> list[Sessi
         counts = {
             ident: count_batches(view, ident) for ident in (records if with_batch_counts else ())
         }
+        agents = bound_sessions(view)
     out = []
     for ident in logs.keys() | records.keys():
         info, record = logs.get(ident), records.get(ident)
@@ -176,6 +185,7 @@ def summaries(project: Project, *, with_batch_counts: bool = True) -> list[Sessi
                 info.fork_of if info is not None else None,
                 info is not None,
                 record is not None,
+                agents.get(ident),
             )
         )
     out.sort(key=lambda s: (s.last_activity_ns, s.id), reverse=True)

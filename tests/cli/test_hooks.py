@@ -130,8 +130,9 @@ def test_a_resumed_agent_session_is_the_same_earshot_session(
         again.stop()
     finally:
         again.close()
-    sessions = cli.run("sessions", "--json").json()["sessions"]
-    assert len(sessions) == 1
+    (session,) = cli.run("sessions", "--json").json()["sessions"]
+    assert session["agent"] == {"name": "claude", "session": agent.session}
+    assert f"(claude {agent.session[:12]})" in cli.run("sessions").stdout
     assert [b["seq"] for b in log_of(cli)["batches"]] == [1, 2]
 
 
