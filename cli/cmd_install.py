@@ -25,10 +25,13 @@ from earshot.agent.hooks.settings import (
     EVENTS,
     HookCommand,
     add_hooks,
+    codex_trust,
     command_file,
     installed,
     remove_hooks,
     settings_file,
+    with_trust,
+    without_trust,
 )
 
 from . import render
@@ -180,6 +183,12 @@ def _options(func: Any) -> Any:
     "told why), instead of letting it run unrecorded.",
 )
 @click.option(
+    "--trust",
+    is_flag=True,
+    help="Codex only: mark earshot's hooks trusted in $CODEX_HOME/config.toml, as "
+    "trusting them in Codex's /hooks would ('codex exec' skips hooks not trusted).",
+)
+@click.option(
     "--command",
     "program",
     default=None,
@@ -194,6 +203,7 @@ def install(
     dry_run: bool,
     as_json: bool,
     strict: bool,
+    trust: bool,
     program: str | None,
 ) -> None:
     """Put earshot's hooks into AGENT's settings (claude, codex or gemini).
@@ -204,6 +214,8 @@ def install(
     other setting and hook is kept; a backup of the file is kept beside it.
     """
     configure_logging(0)
+    if trust and agent != "codex":
+        fail("--trust is for codex: the other agents run the hooks in their settings")
     path = _target(agent, user, root)
     doc = _read(path)
     command = HookCommand(_program(program), agent, strict)
@@ -211,7 +223,8 @@ def install(
     hooks_changed = new != doc
     backup = _write(path, new) if hooks_changed and not dry_run else None
     wrote, kept = _put_command(_command_file(agent, user, root), dry_run)
-    changed = hooks_changed or wrote is not None
+    trusted = _set_trust(path, new, dry_run) if trust else None
+    changed = hooks_changed or wrote is not None or bool(trusted)
     events = [event for event, _ in EVENTS[agent]]
     result = {
         "agent": agent,
@@ -224,6 +237,7 @@ def install(
         "timeout_s": AGENT_TIMEOUT_S,
         "slash_command": wrote,
         "slash_command_kept": kept,
+        "trusted": trusted,
     }
     name = _NAMES[agent]
     verb = "would add" if dry_run else "added"
@@ -238,8 +252,50 @@ def install(
         lines.append(f"{verb} the command /earshot ({wrote})")
     if kept:
         lines.append(f"left {kept} as it is: it is not earshot's")
+    if trusted:
+        lines.append(f"{'would trust' if dry_run else 'trusted'} them in {trusted}")
     lines.append("nothing changed" if not changed else _next_steps(agent, user))
     render.emit(result, "\n".join(lines), as_json)
+
+
+def _codex_config() -> Path:
+    home = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+    return Path(home) / "config.toml"
+
+
+def _set_trust(hooks_file: Path, doc: dict[str, Any], dry_run: bool) -> str | None:
+    """Trust earshot's Codex hooks in Codex's own config; the file changed, if any."""
+    config = _codex_config()
+    try:
+        text = config.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    new = with_trust(text, codex_trust(str(hooks_file.resolve()), doc))
+    if new == text:
+        return None
+    if not dry_run:
+        config.parent.mkdir(parents=True, exist_ok=True)
+        if config.exists():
+            shutil.copy2(config, f"{config}.bak-{time.strftime('%Y%m%d-%H%M%S')}")
+        temp = config.with_name(f".{config.name}.earshot-tmp-{os.getpid()}")
+        temp.write_text(new, encoding="utf-8")
+        os.replace(temp, config)
+    return str(config)
+
+
+def _drop_trust(hooks_file: Path, doc: dict[str, Any]) -> None:
+    """Take earshot's trust entries out of Codex's config, if any."""
+    config = _codex_config()
+    try:
+        text = config.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return
+    keys = list(codex_trust(str(hooks_file.resolve()), doc))
+    new = without_trust(text, keys)
+    if new != text:
+        temp = config.with_name(f".{config.name}.earshot-tmp-{os.getpid()}")
+        temp.write_text(new, encoding="utf-8")
+        os.replace(temp, config)
 
 
 def _next_steps(agent: str, user: bool) -> str:
@@ -248,9 +304,9 @@ def _next_steps(agent: str, user: bool) -> str:
     steps = {
         "claude": f"Claude Code started {where} now records into earshot; {inside}",
         "codex": (
-            f"Codex started {where} records into earshot once you trust the new hooks "
-            "(its start screen asks; /hooks in its TUI; 'codex exec' skips hooks not "
-            "trusted); the prompt 'earshot undo' inside it"
+            f"Codex started {where} records into earshot once the new hooks are trusted "
+            "(its start screen asks, /hooks in its TUI, or 'earshot install codex --trust'; "
+            "'codex exec' skips hooks not trusted); the prompt 'earshot undo' inside it"
         ),
         "gemini": f"Gemini CLI started {where} now records into earshot; {inside}",
     }
@@ -270,6 +326,8 @@ def uninstall(agent: str, user: bool, root: str, dry_run: bool, as_json: bool) -
     path = _target(agent, user, root)
     doc = _read(path)
     found = installed(doc, agent)
+    if agent == "codex" and not dry_run:
+        _drop_trust(path, doc)
     new = remove_hooks(doc, agent)
     hooks_changed = new != doc
     backup = _write(path, new) if hooks_changed and not dry_run else None

@@ -215,3 +215,99 @@ def command_file(agent: str, scope: str, root: str, home: str) -> tuple[str, str
         return None
     relative, text = spec
     return os.path.join(root if scope == "project" else home, relative), text
+
+
+#: Codex's names for the events, as its hook trust keys spell them.
+_CODEX_SNAKE = {
+    "SessionStart": "session_start",
+    "UserPromptSubmit": "user_prompt_submit",
+    "PreToolUse": "pre_tool_use",
+    "PostToolUse": "post_tool_use",
+    "Stop": "stop",
+    "SessionEnd": "session_end",
+    "PreCompact": "pre_compact",
+    "SubagentStart": "subagent_start",
+    "SubagentStop": "subagent_stop",
+}
+
+
+def codex_trust(hooks_file: str, doc: dict[str, Any]) -> dict[str, str]:
+    """What Codex keeps to trust earshot's hooks in ``doc`` (read from ``hooks_file``):
+    the key of each (``<file>:<event>:<group>:<handler>``) and its hash.
+
+    Codex runs a hook only once someone trusted that exact hook: the hash is
+    SHA-256 of the group's canonical JSON (sorted keys, no spaces: its event,
+    matcher if any, and each hook with ``async`` and ``timeout`` filled in).
+    """
+    import hashlib
+    import json
+
+    trust: dict[str, str] = {}
+    for event, groups in (doc.get("hooks") or {}).items():
+        snake = _CODEX_SNAKE.get(event)
+        if snake is None or not isinstance(groups, list):
+            continue
+        for g, group in enumerate(groups):
+            hooks = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(hooks, list):
+                continue
+            for h, hook in enumerate(hooks):
+                if not (isinstance(hook, dict) and is_ours(hook.get("command"), "codex")):
+                    continue
+                canonical: dict[str, Any] = {
+                    "event_name": snake,
+                    "hooks": [
+                        {
+                            "async": bool(hook.get("async", False)),
+                            "command": hook["command"],
+                            "timeout": int(hook.get("timeout", 600)),
+                            "type": "command",
+                        }
+                    ],
+                }
+                if isinstance(group.get("matcher"), str):
+                    canonical["matcher"] = group["matcher"]
+                text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+                digest = hashlib.sha256(text.encode()).hexdigest()
+                trust[f"{hooks_file}:{snake}:{g}:{h}"] = f"sha256:{digest}"
+    return trust
+
+
+def _toml_key(key: str) -> str:
+    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def with_trust(config: str, trust: dict[str, str]) -> str:
+    """Codex's ``config.toml`` text with ``trust`` set under ``[hooks.state]``
+    (each key's table replaced if present, else appended); nothing else changes."""
+    lines = config.splitlines()
+    for key, digest in trust.items():
+        header = f"[hooks.state.{_toml_key(key)}]"
+        entry = f'trusted_hash = "{digest}"'
+        if header in lines:
+            at = lines.index(header) + 1
+            while at < len(lines) and not lines[at].startswith("["):
+                if lines[at].strip().startswith("trusted_hash"):
+                    lines[at] = entry
+                    break
+                at += 1
+            else:
+                lines.insert(lines.index(header) + 1, entry)
+        else:
+            lines += ["", header, entry]
+    return "\n".join(lines) + "\n"
+
+
+def without_trust(config: str, keys: list[str]) -> str:
+    """Codex's ``config.toml`` text without the ``[hooks.state]`` tables of ``keys``."""
+    drop = {f"[hooks.state.{_toml_key(key)}]" for key in keys}
+    out: list[str] = []
+    skipping = False
+    for line in config.splitlines():
+        if line.startswith("["):
+            skipping = line in drop
+        if not skipping:
+            out.append(line)
+    while out and not out[-1].strip():
+        out.pop()
+    return "\n".join(out) + "\n" if out else ""

@@ -166,3 +166,30 @@ def test_the_installed_command_runs_the_hook(cli: Cli, root: Path) -> None:
     )
     assert (done.returncode, done.stdout) == (0, "")
     assert cli.run("sessions", "--json").json()["sessions"]
+
+
+def test_codex_trust_is_written_once_kept_beside_other_settings_and_taken_out(
+    cli: Cli, root: Path, tmp_path: Path
+) -> None:
+    codex_home = tmp_path / "codex"
+    codex_home.mkdir()
+    config = codex_home / "config.toml"
+    config.write_text('model = "gpt-5.5"\n')
+    env = cli.env(CODEX_HOME=str(codex_home))
+    ran = cli.run("install", "codex", "--user", "--trust", "--json", env=env).json()
+    assert ran["trusted"] == str(config)
+    text = config.read_text()
+    assert text.startswith('model = "gpt-5.5"\n')
+    hooks_file = (codex_home / "hooks.json").resolve()
+    assert f'[hooks.state."{hooks_file}:pre_tool_use:0:0"]' in text
+    assert text.count('trusted_hash = "sha256:') == 9
+    again = cli.run("install", "codex", "--user", "--trust", "--json", env=env).json()
+    assert again["changed"] is False and config.read_text() == text
+    cli.run("uninstall", "codex", "--user", env=env)
+    assert config.read_text() == 'model = "gpt-5.5"\n'
+
+
+def test_trust_is_for_codex_only(cli: Cli, root: Path, check_error: Any) -> None:
+    ran = cli.run("install", "claude", "--trust", expect=1)
+    assert "--trust is for codex" in check_error(ran)
+    assert not (root / ".claude").exists()  # refused before anything was written

@@ -265,3 +265,27 @@ def test_claude_killed_leaves_an_open_batch_the_next_command_records(
     assert "recorded interrupted batch 1" in kept.stderr
     assert "kept    started.txt: not made by a call of this session" in kept.stdout
     assert batches(earshot)[0]["interrupted"] is True
+
+
+def test_codex_runs_earshot_s_hooks_once_install_trusted_them(
+    earshot: Cli, project: Path, tmp_path: Path
+) -> None:
+    # ``codex exec`` skips hooks nobody trusted, without a word: without
+    # --trust nothing is recorded; with it, the batch is.
+    kit = KITS["codex"]
+    for trust, expected in (((), 0), (("--trust",), 1)):
+        home = tmp_path / f"codex-home-{len(trust)}"
+        with kit.server([[kit.shell("echo x > made.txt")], "done"]) as model:
+            built = hooked(
+                kit.invoke("make it", cwd=project, model=model, home=home), earshot, *trust
+            )
+            argv = tuple(a for a in built.argv if a != "--dangerously-bypass-hook-trust")
+            done = run(Invocation(built.agent, argv, built.env, built.cwd, built.home))
+        assert done.rc == 0, done
+        assert len(batches(earshot) if expected else _batches_or_none(earshot)) == expected
+        (project / "made.txt").unlink()
+
+
+def _batches_or_none(cli: Cli) -> list[dict[str, Any]]:
+    ran = cli.run("log", "--json", expect=None)
+    return [] if ran.rc != 0 else list(ran.json()["batches"])
