@@ -86,6 +86,11 @@ class Backend(Protocol):
         """Hold the store alone (gc, compact): fails if another process has it open."""
         ...
 
+    def use_reserve(self) -> bool:
+        """Give the space set aside for a full disk back to the file system, for a
+        small write that must happen; False when there was none."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -195,6 +200,9 @@ class MemoryBackend:
     @contextmanager
     def exclusive(self, what: str) -> Iterator[None]:
         yield
+
+    def use_reserve(self) -> bool:
+        return False
 
     def close(self) -> None:
         return None

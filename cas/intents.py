@@ -18,15 +18,17 @@ data (see the agent layer's recovery rules).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import schema
+from . import faults, schema
 from .backend import Backend, ReadView, WriteBatch
 from .procs import alive
 from .sealed import CorruptRecord, seal_json, unseal_json
@@ -106,6 +108,46 @@ def end_intent(txn: WriteBatch, intent: Intent) -> None:
     schema.delete_intent_record(txn, intent.id)
 
 
+def _lost(path: Path) -> Path:
+    return path.with_name(f"{path.name}.incomplete")
+
+
+def append_note(
+    path: Path,
+    fields: dict[str, Any],
+    make_room: Callable[[], bool] | None = None,
+    *,
+    fd: int | None = None,
+) -> None:
+    """Append a note an operation cannot do without to its notes at ``path`` (or the
+    open ``fd`` of them); OSError when it cannot be written. On a full disk
+    ``make_room()`` (the store's reserve given back) is tried once. A note lost
+    (a torn line would take the next one with it) marks the intent *incomplete*
+    (``Held.incomplete``): whoever records its operation must not trust the notes."""
+    line = json.dumps(fields, separators=(",", ":")).encode() + b"\n"
+    own = fd is None
+    try:
+        if fd is None:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        view = memoryview(line)  # what is left to write: a retry goes on, never restarts
+        for attempt in (0, 1):
+            try:
+                faults.point("intent-note")
+                while view:
+                    view = view[os.write(fd, view) :]
+                return
+            except OSError as exc:
+                full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                if attempt == 0 and full and make_room is not None and make_room():
+                    continue
+                with contextlib.suppress(OSError):
+                    os.close(os.open(_lost(path), os.O_WRONLY | os.O_CREAT, 0o600))
+                raise
+    finally:
+        if own and fd is not None:
+            os.close(fd)
+
+
 def read_notes(path: Path) -> list[dict[str, Any]]:
     """The progress notes in ``path``, one JSON object a line; a torn line is dropped."""
     try:
@@ -143,6 +185,15 @@ class Held:
         with contextlib.suppress(OSError):  # a full disk costs the note, not the operation
             os.write(self._fd, line)
 
+    def note_or_raise(self, make_room: Callable[[], bool] | None = None, **fields: Any) -> None:
+        """Append a note the operation cannot do without (``append_note``)."""
+        append_note(self._path, fields, make_room, fd=self._fd)
+
+    @property
+    def incomplete(self) -> bool:
+        """Whether a note the operation needed could not be written (``note_or_raise``)."""
+        return os.path.exists(_lost(self._path))
+
     def notes(self) -> list[dict[str, Any]]:
         """The notes written so far, by this owner or a dead one (a torn last line is dropped)."""
         return read_notes(self._path)
@@ -151,8 +202,9 @@ class Held:
         """After the end was committed (or the intent proved gone): drop the file and lock."""
         if self._fd < 0:
             return
-        with contextlib.suppress(OSError):
-            os.unlink(self._path)
+        for path in (self._path, _lost(self._path)):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         self.close()
 
     def close(self) -> None:

@@ -124,7 +124,7 @@ class LmdbBackend:
         finally:
             os.close(fd)
 
-    def _use_reserve(self) -> bool:
+    def use_reserve(self) -> bool:
         """Give the reserve back to the file system; False if there was none."""
         try:
             (self.path / _RESERVE).unlink()
@@ -220,7 +220,7 @@ class LmdbBackend:
             except (lmdb.Error, OSError) as exc:
                 failure = store_failure(self.path, exc, buffer.size)
                 small = buffer.size <= RESERVE_BYTES // 4
-                if failure.no_space and small and not reserve_tried and self._use_reserve():
+                if failure.no_space and small and not reserve_tried and self.use_reserve():
                     reserve_tried = True
                     continue
                 raise failure from None

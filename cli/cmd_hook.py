@@ -97,8 +97,11 @@ def hook(agent: str, strict: bool, root: str | None, timeout: float, verbose: in
     try:
         payload = json.loads(sys.stdin.buffer.read(MAX_PAYLOAD))
         event = module.parse(payload)
-    except (ValueError, UnicodeDecodeError, AttributeError) as exc:
-        answer = {"systemMessage": f"earshot: could not read the {agent} hook's event: {exc}"}
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+        # Not an event this agent sends (a field of the wrong type, nested past
+        # any limit): said to the person; nothing can be refused or recorded.
+        why = f"{type(exc).__name__}: {exc}" if isinstance(exc, RecursionError) else str(exc)
+        answer = {"systemMessage": f"earshot: could not read the {agent} hook's event: {why}"}
     else:
         if quick.costs_nothing(agent, payload):
             return

@@ -37,6 +37,8 @@ HOSTED = frozenset(
 )
 _CONNECT_S = 0.5
 _HELLO_S = 2.0
+#: The hook event this process answers, if it is one: (agent, payload, strict).
+_HOOK: list[tuple[str, Any, bool]] = []
 
 
 def main() -> None:
@@ -81,10 +83,11 @@ def _hook_event(argv: list[str]) -> list[str]:
     data = sys.stdin.buffer.read()
     try:
         payload = lean.loads(data.decode("utf-8", "surrogateescape"))
-    except ValueError:
+    except (ValueError, RecursionError):
         payload = None  # the command says what is wrong with it
     if payload is not None and quick.costs_nothing(agent, payload):
         sys.exit(0)
+    _HOOK.append((agent, payload, "--strict" in argv[2:]))
     root = _root(argv)
     if root == ".":
         root = quick.project_dir(agent, payload) or os.getcwd()
@@ -327,12 +330,24 @@ def _kill(pid: int, signum: int) -> None:
 
 
 def _lost() -> int:
-    """The worker is gone mid-call: never run the call again here, say what happens."""
-    print(
+    """The worker is gone mid-call: never run the call again here, say what happens.
+
+    A hook event says it the agent's way, on stdout, and exits 0 (a tool about
+    to run is refused if the hook is ``--strict``): an agent reads a hook's
+    exit 1 as nothing at all.
+    """
+    text = (
         "earshot: the watch daemon's worker stopped before the call ended; "
-        "the next earshot command finishes what it began ('earshot log' shows it)",
-        file=sys.stderr,
+        "the next earshot command finishes what it began ('earshot log' shows it)"
     )
+    if _HOOK:
+        from earshot.agent.hooks import quick
+
+        agent, payload, strict = _HOOK[0]
+        sys.stdout.write(lean.dumps(quick.lost_answer(agent, payload, strict, text)) + "\n")
+        sys.stdout.flush()
+        return 0
+    print(text, file=sys.stderr)
     return 1
 
 

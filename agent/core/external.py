@@ -46,6 +46,7 @@ from earshot.agent.core.commit import Draft, others_running
 from earshot.agent.core.engine import INTENT_CALLS, Engine
 from earshot.agent.core.external_notes import Notes, Span, digest, pointer
 from earshot.agent.core.files import resolve
+from earshot.agent.core.interrupted import record_interrupted
 from earshot.agent.core.ledger import tree_changes
 from earshot.agent.core.policy import BatchState
 from earshot.agent.core.vouched import MAX_LINKED
@@ -167,8 +168,12 @@ class ExternalBatch:
         policy = engine.policy
         policy.belief = notes.belief
         written = [p for c in notes.calls if c.get("path") for p in c.get("paths") or [c["path"]]]
+        # ``stale``: the agent (or the person, at a permission prompt) had the
+        # tree since the last event; without a watcher the next command's
+        # restage must not take what happened meanwhile for the command's.
         policy.batch = BatchState(
             started_ns=held.intent.started_ns,
+            stale=True,
             written_fresh=bool(written),
             forced=set(written),
             overlap=notes.overlap,
@@ -200,7 +205,7 @@ class ExternalBatch:
             self.notes.subagents.add(ident)
         else:
             self.notes.subagents.discard(ident)
-        self.held.note(subagent=ident, running=running)
+        self._write(subagent=ident, running=running)
 
     def call_for(self, key: str) -> int | None:
         """The call the agent calls ``key``, if one began in this batch and has not ended
@@ -208,9 +213,17 @@ class ExternalBatch:
         return next((i for i in self.notes.keys.get(key, ()) if i in self.notes.running), None)
 
     def begin(self, call: ExternalCall, *, destructive: Callable[[], bool]) -> int:
-        """Record the state before ``call`` (the policy's restage) and note it begun."""
+        """Record the state before ``call`` (the policy's restage) and note it begun.
+
+        Calls still running keep what they change meanwhile: what the catch-up
+        recorded, and what the restage before this call found after it.
+        """
+        running = list(self.notes.running)
         self._catch_up("a call began while another ran")
+        start = self.engine.policy.belief.tree
         _restage_before(self.engine, call, destructive)
+        if running:
+            self._span(start, running[0])
         return self._begun(call)
 
     def _begun(self, call: ExternalCall) -> int:
@@ -282,12 +295,25 @@ class ExternalBatch:
         self.held.close()
 
     def close(self, why: str) -> Batch:
-        """Commit the batch; calls still running are recorded as ended now, with ``why``."""
+        """Commit the batch; calls still running are recorded as ended now, with ``why``.
+
+        A batch some of whose notes were lost (a full disk) is recorded as an
+        interrupted one is: from its state before to a walk of the tree now.
+        """
+        project = self.engine.project
+        if self.held.incomplete:
+            calls = [
+                {**c, "unfinished": why} if i in self.notes.running else c
+                for i, c in enumerate(self.notes.calls)
+            ]
+            doc = self.held.intent.doc
+            batch = record_interrupted(project, self.engine, self.held, calls, external=True)
+            unpoint(project.store_dir, doc)
+            return batch
         self._catch_up(why)
         for index in self.notes.running:
             self.notes.calls[index] = {**self.notes.calls[index], "unfinished": why}
         self.notes.running.clear()
-        project = self.engine.project
         ledger: list[Change] = []
         for span in self.notes.spans:
             for line in tree_changes(project, span.start, span.end, by=span.by):
@@ -312,6 +338,12 @@ class ExternalBatch:
 
     # -- the notes -----------------------------------------------------------------
 
+    def _write(self, **fields: Any) -> None:
+        """Append a note: the batch's progress lives in its notes, so one that cannot be
+        written is an error (the store's space reserve given back once, on a full
+        disk), and marks the batch incomplete: it is then recorded as interrupted."""
+        self.held.note_or_raise(self.engine.project.store.backend.use_reserve, **fields)
+
     def _note(self, **fields: Any) -> None:
         """Note ``fields``, with the state the policy believes in now."""
         policy = self.engine.policy
@@ -325,12 +357,12 @@ class ExternalBatch:
                 "token": belief.token if isinstance(belief.token, str) else None,
                 "exact": belief.exact,
             }
-        self.held.note(**fields)
+        self._write(**fields)
         if not self.notes.overlap and others_running(
             self.engine.project, self.engine.session.id, self.held
         ):
             self.notes.overlap = True
-            self.held.note(overlap=True)
+            self._write(overlap=True)
 
     def _span(self, start: Digest | None, by: int | str) -> None:
         """What changed from ``start`` to the believed tree is ``by``'s."""
@@ -341,7 +373,7 @@ class ExternalBatch:
         if not belief.exact:
             by = BY_RESTAGE
         self.notes.spans.append(Span(start, end, by))
-        self.held.note(span=[start.hex(), end.hex()], by=by)
+        self._write(span=[start.hex(), end.hex()], by=by)
 
     def _settle_pending(self) -> None:
         """Restage at once what the watch daemon noted since the last restage, and

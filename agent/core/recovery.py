@@ -30,22 +30,20 @@ is reported with the reason, and blocks undo and redo in its session.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from earshot.agent.core.batch import BY_RESTAGE, BatchKind, Change, State
+from earshot.agent.core.batch import BatchKind
 from earshot.agent.core.command import stop_orphaned_group
-from earshot.agent.core.commit import Draft
 from earshot.agent.core.engine import INTENT_CALLS, Engine
 from earshot.agent.core.external import EXTERNAL, unpoint
 from earshot.agent.core.external_notes import recorded_calls
-from earshot.agent.core.ledger import tree_changes
+from earshot.agent.core.interrupted import record_interrupted
 from earshot.agent.core.navigation import NAVIGATE, finish_navigation
 from earshot.agent.core.undo import finish_revert
-from earshot.cas.digest import Digest, short
+from earshot.cas.digest import short
 from earshot.cas.errors import EarshotError
 from earshot.cas.intents import Held, Intent
 from earshot.cas.logs import get_logger
-from earshot.cas.lookup import lookup
 from earshot.cas.project import Project
 from earshot.cas.restage import relative_path
 from earshot.cas.restore import remove_temp_files
@@ -167,39 +165,6 @@ class UnknownIntent(EarshotError):
         )
 
 
-def _proven(
-    project: Project,
-    line: Change,
-    wrote: dict[str, tuple[int, str]],
-    left: list[tuple[Digest, int | str]],
-) -> int | str:
-    """Who made a change of an interrupted batch, where its notes prove it.
-
-    A write_file is proven when the path holds what it wrote; a command when
-    the tree it left (recorded before the kill) already held the path's
-    state now: the earliest such command. Anything else, possibly done by
-    the person after the kill, is "restage": never deleted by undo.
-    """
-    proof = wrote.get(line.path)
-    after = line.after
-    if (
-        proof is not None
-        and after is not None
-        and after.digest is not None
-        and (after.digest.hex() == proof[1])
-    ):
-        return proof[0]
-    for tree, by in left:
-        try:
-            with project.store.reader() as reader:
-                state = State.of(lookup(reader, tree, line.path))
-        except EarshotError:
-            continue  # that tree is gone (a gc on a full disk): no proof from it
-        if state == line.after:
-            return by
-    return BY_RESTAGE
-
-
 def finish_batch(project: Project, held: Held) -> str:
     """Record a batch of tool calls whose process died (see the module's rules)."""
     doc = held.intent.doc
@@ -221,26 +186,10 @@ def finish_batch(project: Project, held: Held) -> str:
     # A batch hangs in the conversation where it began (its anchor); only one
     # that knows no place is linked at the log's leaf now.
     engine = Engine(project, str(doc["session"]), link_conversation=not doc.get("anchor"))
-    before = Digest(bytes.fromhex(str(doc["before"]))) if doc.get("before") else None
-    after = project.record(
-        None, note="after an interrupted batch", session=engine.session.id, listed=False
-    )
-    wrote: dict[str, tuple[int, str]] = {}
-    left: list[tuple[Digest, int | str]] = []  # (tree a command left, its attribution)
-    for note in notes:
-        if "path" in note and "digest" in note:
-            wrote[str(note["path"])] = (int(note["call"]), str(note["digest"]))
-        elif "tree" in note:
-            left.append((Digest(bytes.fromhex(str(note["tree"]))), note.get("by", BY_RESTAGE)))
-    ledger: list[Change] = []
-    if before is not None:
-        old_tree = project.read_snapshot(before).tree
-        for line in tree_changes(project, old_tree, after.snapshot.tree, by=BY_RESTAGE):
-            ledger.append(replace(line, by=_proven(project, line, wrote, left)))
-    engine.remember_written(wrote)
-    draft = Draft(BatchKind.CALLS, tuple(calls), before, after.digest, ledger, interrupted=True)
-    batch = engine.record(draft, held=held)
+    external = isinstance(doc.get(EXTERNAL), dict)
+    batch = record_interrupted(project, engine, held, calls, external=external)
     unpoint(project.store_dir, doc)  # an agent's batch: the daemon's pointer goes too
+    before = batch.before
     added = sum(1 for c in batch.ledger if c.before is None)
     deleted = sum(1 for c in batch.ledger if c.after is None)
     modified = len(batch.ledger) - added - deleted

@@ -68,8 +68,13 @@ def start_session_upkeep(project: Project) -> None:
 
 
 def prune_sessions(project: Project, keep: int = DEFAULT_KEEP_SESSIONS) -> list[str]:
-    """Drop the checkpoint history of all but the ``keep`` most recent sessions."""
-    old = list_sessions(project)[keep:]
+    """Drop the checkpoint history of all but the ``keep`` most recent sessions.
+
+    A session with an operation not ended (an agent's open batch, an
+    interrupted batch waiting to be recorded) is kept, however old.
+    """
+    busy = {str(i.doc.get("session")) for i in project.intents.pending()}
+    old = [r for r in list_sessions(project)[keep:] if r.id not in busy]
     if not old:
         return []
     with project.store.backend.write() as txn:

@@ -29,7 +29,7 @@ from typing import Any
 
 from earshot.agent.core.external import ExternalCall, ToolKind, relative_targets
 from earshot.agent.core.external_notes import Notes, pointer
-from earshot.cas.intents import read_notes
+from earshot.cas.intents import append_note, read_notes
 
 #: ``advance(token)`` of the daemon: paths changed since the token (None: a
 #: gap, or another daemon's token) and the token of that instant.
@@ -107,12 +107,7 @@ def note_call(
         if seen is None:
             return False
         note |= {"paths": sorted(seen | set(linked)), "token": token}
-        line = json.dumps(note, separators=(",", ":")).encode() + b"\n"
-        fd = os.open(notes_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        append_note(notes_path, note)  # a note lost marks the batch incomplete, and raises
     return True
 
 

@@ -25,6 +25,7 @@ from earshot.agent.hooks.events import (
     HookEvent,
     content_digest,
     content_key,
+    session_field,
     text_field,
 )
 
@@ -110,8 +111,7 @@ def parse(payload: dict[str, Any]) -> HookEvent:
             kind = EventKind.COMMAND
         elif prompt.startswith(_NOTIFICATION):
             kind = EventKind.OTHER
-    session = text_field(payload, "session_id", required=True)
-    assert session is not None
+    session = session_field(payload)
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or text_field(payload, "cwd")
     call = (
         _call(payload, text_field(payload, "cwd"))
@@ -151,11 +151,7 @@ def render(event: HookEvent, answer: Answer) -> dict[str, Any] | None:
     if answer.block is not None:
         return {"decision": "block", "reason": answer.block}
     if answer.deny is not None and event.kind is EventKind.PRE_TOOL:
-        out["hookSpecificOutput"] = {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "deny",
-            "permissionDecisionReason": answer.deny,
-        }
+        out |= quick.refusal(AGENT, event.name, answer.deny)
     if answer.message is not None:
         out["systemMessage"] = answer.message
     return out or None

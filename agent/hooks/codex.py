@@ -22,7 +22,13 @@ from earshot.agent.core.external import ExternalCall, ToolKind
 from earshot.agent.hooks import quick
 from earshot.agent.hooks.answer import Answer
 from earshot.agent.hooks.commands import prompt_command
-from earshot.agent.hooks.events import EventKind, HookEvent, content_key, text_field
+from earshot.agent.hooks.events import (
+    EventKind,
+    HookEvent,
+    content_key,
+    session_field,
+    text_field,
+)
 from earshot.agent.hooks.patch import patch_paths
 
 AGENT = "codex"
@@ -88,8 +94,7 @@ def parse(payload: dict[str, Any]) -> HookEvent:
     if kind is EventKind.PROMPT:
         command = prompt_command(str(payload.get("prompt", ""))) or ()
         kind = EventKind.COMMAND if command else kind
-    session = text_field(payload, "session_id", required=True)
-    assert session is not None
+    session = session_field(payload)
     cwd = text_field(payload, "cwd")
     call = _call(payload, cwd) if kind in (EventKind.PRE_TOOL, EventKind.POST_TOOL) else None
     text = None
@@ -122,11 +127,7 @@ def render(event: HookEvent, answer: Answer) -> dict[str, Any] | None:
     if answer.block is not None:
         return {"decision": "block", "reason": answer.block}
     if answer.deny is not None and event.kind is EventKind.PRE_TOOL:
-        out["hookSpecificOutput"] = {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "deny",
-            "permissionDecisionReason": answer.deny,
-        }
+        out |= quick.refusal(AGENT, event.name, answer.deny)
     if answer.message is not None:
         out["systemMessage"] = answer.message
     return out or None

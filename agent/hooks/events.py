@@ -87,7 +87,7 @@ def text_field(payload: dict[str, Any], name: str, *, required: bool = False) ->
     if isinstance(value, str) and value:
         return value
     if required:
-        raise BadPayload(f"the payload has no {name!r}")
+        raise BadPayload(f"the payload has no {name!r} (a non-empty string)")
     return None
 
 
@@ -107,3 +107,16 @@ def content_digest(text: str) -> str:
     from earshot.cas.digest import blob_digest
 
     return blob_digest(text.encode("utf-8", "surrogateescape")).hex()
+
+
+#: An agent's session id is kept as part of a store key (at most 511 bytes).
+MAX_SESSION_ID = 256
+
+
+def session_field(payload: dict[str, Any]) -> str:
+    """The payload's ``session_id``; ``BadPayload`` when missing or too long to keep."""
+    session = text_field(payload, "session_id", required=True)
+    assert session is not None
+    if len(session.encode("utf-8", "surrogateescape")) > MAX_SESSION_ID:
+        raise BadPayload(f"the session id is longer than {MAX_SESSION_ID} bytes")
+    return session

@@ -28,6 +28,7 @@ from earshot.agent.hooks.events import (
     HookEvent,
     content_digest,
     content_key,
+    session_field,
     text_field,
 )
 
@@ -92,8 +93,7 @@ def parse(payload: dict[str, Any]) -> HookEvent:
     if kind is EventKind.PROMPT:
         command = prompt_command(str(payload.get("prompt", ""))) or ()
         kind = EventKind.COMMAND if command else kind
-    session = text_field(payload, "session_id", required=True)
-    assert session is not None
+    session = session_field(payload)
     cwd = os.environ.get("GEMINI_PROJECT_DIR") or text_field(payload, "cwd")
     call = _call(payload, cwd) if kind in (EventKind.PRE_TOOL, EventKind.POST_TOOL) else None
     text = None
@@ -121,8 +121,7 @@ def render(event: HookEvent, answer: Answer) -> dict[str, Any] | None:
         # Under -p Gemini prints the systemMessage of a blocked prompt, not its reason.
         return {"decision": "deny", "reason": answer.block, "systemMessage": answer.block}
     if answer.deny is not None and event.kind is EventKind.PRE_TOOL:
-        out["decision"] = "deny"
-        out["reason"] = answer.deny
+        out |= quick.refusal(AGENT, event.name, answer.deny)
     if answer.message is not None:
         out["systemMessage"] = answer.message
     return out or None

@@ -101,10 +101,12 @@ def costs_nothing(agent: str, payload: Any) -> bool:
     """Whether the event needs nothing of earshot: a read-only tool's, or one it ignores."""
     if not isinstance(payload, dict) or agent not in AGENTS:
         return False
-    name = payload.get("hook_event_name")
+    name, tool = payload.get("hook_event_name"), payload.get("tool_name")
+    if not isinstance(name, str):
+        return False  # not an event at all: the command says what is wrong with it
     if name not in HANDLED[agent]:
         return True
-    return name in TOOL_EVENTS[agent] and payload.get("tool_name") in READ_ONLY[agent]
+    return name in TOOL_EVENTS[agent] and isinstance(tool, str) and tool in READ_ONLY[agent]
 
 
 def project_dir(agent: str, payload: Any) -> str | None:
@@ -130,4 +132,24 @@ def daemon_may_answer(agent: str, payload: Any) -> bool:
     """Whether the daemon itself may answer the event, with no worker: a tool
     call's start or end (it notes them), or a response's end (nothing open)."""
     events = TOOL_EVENTS.get(agent, frozenset()) | RESPONSE_ENDS.get(agent, frozenset())
-    return isinstance(payload, dict) and payload.get("hook_event_name") in events
+    name = payload.get("hook_event_name") if isinstance(payload, dict) else None
+    return isinstance(name, str) and name in events
+
+
+def refusal(agent: str, event: str, reason: str) -> dict[str, Any]:
+    """The answer that refuses a tool call, with a reason the model sees, in the
+    agent's own words (Gemini reads only ``decision``; the others the hook's)."""
+    if agent == "gemini":
+        return {"decision": "deny", "reason": reason}
+    decision = {"hookEventName": event, "permissionDecision": "deny"}
+    return {"hookSpecificOutput": {**decision, "permissionDecisionReason": reason}}
+
+
+def lost_answer(agent: str, payload: Any, strict: bool, text: str) -> dict[str, Any]:
+    """What the client answers when the daemon's worker died mid-event: the person
+    is told, and with ``strict`` a tool about to run is refused."""
+    name = payload.get("hook_event_name") if isinstance(payload, dict) else None
+    before_tool = name in ("PreToolUse", "BeforeTool")
+    if strict and before_tool:
+        return refusal(agent, str(name), f"{text}; installed with --strict, the call was not run")
+    return {"systemMessage": text}

@@ -481,3 +481,109 @@ def test_rewind_asked_while_the_agent_waits_takes_its_open_batch_back_too(
     assert "is running in another process" in dry.stderr  # a dry run commits nothing
     cli.run("rewind", "1", "--code")
     assert tree(root) == before
+
+
+# -- what hostile timing and a full disk must not cost ----------------------------------
+
+
+def test_what_a_running_call_changes_while_others_start_and_end_is_all_recorded(
+    cli: Cli, root: Path, agent: Claude, tree: Callable[..., Any]
+) -> None:
+    import subprocess
+
+    for i in range(300):
+        (root / f"f{i}").write_text(f"precious {i}\n")
+    before = tree(root)
+    agent.prompt("p")
+    long = agent.new_id()
+    agent.pre("Bash", {"command": "a long delete"}, long)
+    deleting = subprocess.Popen(
+        ["sh", "-c", "for i in $(seq 0 299); do rm f$i; sleep 0.002; done"], cwd=root
+    )
+    for _ in range(6):  # calls that start and end while the long one deletes
+        agent.bash("true", lambda: None)
+    deleting.wait()
+    agent.post("Bash", {"command": "a long delete"}, long)
+    agent.response_end()
+    (batch,) = log_of(cli)["batches"]
+    assert len(batch["changes"]) == 300
+    cli.run("undo")
+    assert tree(root) == before
+
+
+def test_the_person_s_change_between_two_calls_is_never_the_next_command_s(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    (root / "keep.txt").write_text("keep\n")
+    agent.prompt("p")
+    agent.write(root / "w.txt", "w\n")
+    (root / "mine.txt").write_text("my own\n")  # the person, at a permission prompt
+    (root / "keep.txt").write_text("keep, edited\n")
+    agent.bash("ls", lambda: None)  # changes nothing
+    agent.response_end()
+    (batch,) = log_of(cli)["batches"]
+    assert changes(batch) == {"w.txt": 0}
+    cli.run("undo")
+    assert (root / "mine.txt").read_text() == "my own\n"
+    assert (root / "keep.txt").read_text() == "keep, edited\n"
+
+
+def test_a_killed_agent_s_batch_never_pins_the_person_s_change_on_a_call(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.prompt("p")
+    agent.bash("touch a", lambda: (root / "a").write_text("agent\n"))
+    (root / "mine.txt").write_text("my precious work\n")  # between two calls
+    agent.bash("touch c", lambda: (root / "c").write_text("agent\n"))
+    other = cli.run("session", "new").stdout.strip()
+    agent.kill()  # no PostToolBatch, no Stop
+    cli.run("bash", "true", session=other)  # records the interrupted batch
+    mine = next(
+        s["id"] for s in cli.run("sessions", "--json").json()["sessions"] if s["id"] != other
+    )
+    cli.run("undo", "--session", mine, expect=None)
+    assert (root / "mine.txt").read_text() == "my precious work\n"
+
+
+def test_a_note_lost_to_a_full_disk_never_makes_a_batch_that_changed_nothing(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    (root / "a").write_text("precious\n")
+    agent.prompt("p")
+    agent.bash("touch one", lambda: (root / "one").write_text("1\n"))
+    agent.response_end()
+    agent.env = cli.env(EARSHOT_FAULTS="intent-note@1+=enospc")  # the reserve spent too
+    ident = agent.new_id()
+    denied = agent.pre("Bash", {"command": "rm a"}, ident).answer()
+    assert denied is not None and "unrecorded" in denied["systemMessage"]
+    (root / "a").unlink()  # it ran all the same (not --strict)
+    agent.env = cli.env()  # room again
+    agent.post("Bash", {"command": "rm a"}, ident)
+    agent.response_end()
+    second = log_of(cli)["batches"][-1]
+    assert second["interrupted"] is True
+    assert changes(second) == {"a": "restage"}
+    cli.run("undo")
+    assert (root / "a").read_text() == "precious\n"
+
+
+def test_strict_refuses_a_call_whose_start_could_not_be_noted(cli: Cli, root: Path) -> None:
+    claude = Claude(cli.env(EARSHOT_FAULTS="intent-note@1+=enospc"), root, options="--strict")
+    try:
+        answer = claude.pre("Bash", {"command": "rm -r src"}, "toolu_full").answer()
+    finally:
+        claude.close()
+    assert answer is not None
+    assert answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_an_agent_session_id_too_long_to_keep_is_refused_and_makes_no_session(
+    cli: Cli, root: Path
+) -> None:
+    claude = Claude(cli.env(), root, session="x" * 600)
+    try:
+        answer = claude.pre("Bash", {"command": "true"}, "toolu_long").answer()
+    finally:
+        claude.close()
+    assert answer is not None and "session id" in answer["systemMessage"]
+    assert "no sessions" in cli.run("sessions").stdout

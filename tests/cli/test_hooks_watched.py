@@ -126,3 +126,66 @@ def test_a_response_end_with_nothing_open_takes_no_worker(
     assert agent.response_end().answer() is None  # a response of read-only calls
     assert hosted(served) == before
     assert served.run("log", "--json").json()["batches"] == []
+
+
+def test_a_worker_killed_mid_event_is_told_the_agent_s_way_and_strict_refuses(
+    served: Cli, root: Path, agent: Claude, home: Path
+) -> None:
+    import fcntl
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from earshot_cli import EARSHOT
+
+    (session,) = served.run("sessions", "--json").json()["sessions"]
+    (store,) = home.glob("checkpoints/*")
+    lock = store / "external" / f"{session['id']}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "session_id": agent.session,
+        "cwd": str(root),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "rm -r src"},
+        "tool_use_id": "toolu_held",
+    }
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the event waits in its worker
+        hook = subprocess.Popen(
+            [str(EARSHOT), "hook", "claude", "--strict"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=served.env(),
+            cwd=root,
+            text=True,
+        )
+        assert hook.stdin is not None and hook.stdout is not None
+        hook.stdin.write(json.dumps(payload))
+        hook.stdin.close()
+        hook.stdin = None  # communicate() must not flush it again
+        daemon = served.run("watch", "--status", "--json").json()["pid"]
+        deadline = time.monotonic() + 20
+        workers: list[int] = []
+        while not workers:
+            assert time.monotonic() < deadline, "no worker took the event"
+            children = [
+                int(child)
+                for task in Path(f"/proc/{daemon}/task").iterdir()
+                for child in (task / "children").read_text().split()
+            ]
+            workers = [
+                pid
+                for pid in children
+                if Path(f"/proc/{pid}/comm").exists()
+                and Path(f"/proc/{pid}/comm").read_text().strip() == "earshot-worker"
+            ]
+            time.sleep(0.05)
+        os.kill(workers[0], signal.SIGKILL)
+        out, _err = hook.communicate(timeout=20)
+    assert hook.returncode == 0
+    answer = json.loads(out)
+    assert answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "worker stopped" in answer["hookSpecificOutput"]["permissionDecisionReason"]
