@@ -10,6 +10,7 @@ written whole (a temp file renamed over it) after a copy of it is kept as
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -60,34 +61,62 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         fail(f"{path}: not JSON ({exc}); fix it or move it away, nothing was written")
     if not isinstance(doc, dict):
         fail(f"{path}: not a JSON object; fix it or move it away, nothing was written")
+    if not _writable_back(doc):
+        fail(
+            f"{path}: holds a number too large for JSON to write back (1e999); nothing was written"
+        )
     return dict(doc)
 
 
+def _writable_back(value: Any) -> bool:
+    """Whether ``value`` survives a write (json reads 1e999 as inf, then writes Infinity)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_writable_back(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_writable_back(v) for v in value)
+    return True
+
+
 def _write(path: Path, doc: dict[str, Any]) -> str | None:
-    """Write ``doc`` to ``path`` through a temp file; return the backup kept, if any."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``doc`` to ``path`` through a temp file; return the backup kept, if any.
+
+    A settings file that is a symbolic link (kept with someone's dotfiles) is
+    written where it leads, and stays a link.
+    """
+    path = Path(os.path.realpath(path))
+    try:
+        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate escaped in the file: keep it escaped
+        data = (json.dumps(doc, indent=2, ensure_ascii=True) + "\n").encode()
     backup = None
     mode = 0o644
-    if path.exists():
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        backup = f"{path}.bak-{stamp}"
-        shutil.copy2(path, backup)
-        mode = path.stat().st_mode & 0o7777
     temp = path.with_name(f".{path.name}.earshot-tmp-{os.getpid()}")
     try:
-        with open(temp, "w", encoding="utf-8") as out:
-            out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            backup = f"{path}.bak-{stamp}"
+            shutil.copy2(path, backup)
+            mode = path.stat().st_mode & 0o7777
+        with open(temp, "wb") as out:
+            out.write(data)
             out.flush()
             os.fsync(out.fileno())
         os.chmod(temp, mode)
         os.replace(temp, path)
-    except BaseException:
+    except OSError as exc:
         temp.unlink(missing_ok=True)
-        raise
+        if backup is not None:
+            Path(backup).unlink(missing_ok=True)
+        where = exc.filename or path
+        fail(f"{where}: cannot write it ({exc.strerror or exc}); nothing was written")
     return backup
 
 
@@ -116,6 +145,8 @@ def _put_command(spec: tuple[Path, str] | None, dry_run: bool) -> tuple[str | No
     if spec is None:
         return None, None
     path, text = spec
+    if path.is_symlink():
+        return None, str(path)  # a link (maybe to nowhere) is someone's: never written through
     try:
         now = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -127,8 +158,17 @@ def _put_command(spec: tuple[Path, str] | None, dry_run: bool) -> tuple[str | No
     if now is not None:
         return None, str(path)  # someone's own /earshot: theirs to keep
     if not dry_run:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+        except OSError as exc:  # the hooks are in: say so, and go on without /earshot
+            where = exc.filename or path
+            click.echo(
+                f"earshot: {where}: cannot write the /earshot command ({exc.strerror})", err=True
+            )
+            return None, None
     return str(path), None
 
 

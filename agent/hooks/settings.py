@@ -11,8 +11,7 @@ options changes only them.
 from __future__ import annotations
 
 import copy
-import os.path
-import re
+import os
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -90,11 +89,29 @@ class HookCommand:
 
 
 def is_ours(command: Any, agent: str) -> bool:
-    """Whether a hook command is one earshot installed for ``agent``."""
+    """Whether a hook command is one earshot installed for ``agent``: it runs an
+    ``earshot`` program, or a Python running earshot's ``cli/__main__.py`` (an
+    editable install's lies in the source tree, not under ``earshot/``), with
+    ``hook AGENT`` (a command that merely mentions those words is someone else's)."""
     if not isinstance(command, str):
         return False
-    pattern = rf"(^|[/\s'\"])(earshot|__main__\.py)['\"]?\s+hook\s+{agent}(\s|$)"
-    return re.search(pattern, command) is not None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if "hook" not in words[:3]:
+        return False
+    at = words.index("hook")
+    if words[at + 1 : at + 2] != [agent]:
+        return False
+    program = words[:at]
+    if len(program) == 1:
+        return os.path.basename(program[0]) == "earshot"
+    return (
+        len(program) == 2
+        and os.path.basename(program[0]).startswith("python")
+        and program[1].replace(os.sep, "/").endswith("/cli/__main__.py")
+    )
 
 
 def _entry(agent: str, command: HookCommand) -> dict[str, Any]:

@@ -193,3 +193,53 @@ def test_trust_is_for_codex_only(cli: Cli, root: Path, check_error: Any) -> None
     ran = cli.run("install", "claude", "--trust", expect=1)
     assert "--trust is for codex" in check_error(ran)
     assert not (root / ".claude").exists()  # refused before anything was written
+
+
+def test_a_hook_that_only_mentions_earshot_is_someone_else_s(cli: Cli, root: Path) -> None:
+    path = root / ".claude" / "settings.json"
+    path.parent.mkdir()
+    mine = {"type": "command", "command": "say earshot hook claude finished"}
+    path.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [mine]}]}}))
+    cli.run("install", "claude")
+    cli.run("uninstall", "claude")
+    assert json.loads(path.read_text())["hooks"]["Stop"] == [{"hooks": [mine]}]
+
+
+def test_a_settings_file_that_is_a_link_is_written_where_it_leads(
+    cli: Cli, root: Path, tmp_path: Path
+) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "claude-settings.json"
+    target.write_text('{"model": "opus"}')
+    (root / ".claude").mkdir()
+    (root / ".claude" / "settings.json").symlink_to(target)
+    cli.run("install", "claude")
+    assert (root / ".claude" / "settings.json").is_symlink()
+    assert "PreToolUse" in json.loads(target.read_text())["hooks"]
+
+
+@pytest.mark.parametrize("text", ['{"x": 1e999}', '{"y": "\\ud800"}'])
+def test_settings_json_cannot_write_back_as_they_were_are_refused_or_kept_escaped(
+    cli: Cli, root: Path, text: str
+) -> None:
+    path = root / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(text)
+    ran = cli.run("install", "claude", expect=None)
+    if "1e999" in text:
+        assert ran.rc == 1 and "too large" in ran.stderr and path.read_text() == text
+    else:
+        assert ran.rc == 0
+        assert json.loads(path.read_text())["y"] == "\ud800"
+
+
+def test_a_link_where_the_command_would_go_is_never_written_through(
+    cli: Cli, root: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere" / "evil.md"
+    commands = root / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "earshot.md").symlink_to(elsewhere)  # dangling
+    cli.run("install", "claude")
+    assert not elsewhere.exists()
