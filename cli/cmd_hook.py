@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType, ModuleType
@@ -32,6 +33,12 @@ from . import common
 DEFAULT_TIMEOUT_S = 100
 #: A payload is a few KiB; a Write of a big file carries it twice.
 MAX_PAYLOAD = 256 << 20
+#: Set by the hook's client when it began (time.time()), for the deadline.
+STARTED = "EARSHOT_HOOK_STARTED"
+#: What answering takes once the deadline passed (render, print, exit).
+ANSWER_S = 0.3
+#: Roots a hook never records: the whole system, and file systems made up on read.
+_REFUSED_ROOTS = ("/proc", "/sys", "/dev")
 
 
 class HookTimeout(Exception):
@@ -47,13 +54,20 @@ def adapter(agent: str) -> ModuleType:
 
 @contextlib.contextmanager
 def _deadline(seconds: float) -> Iterator[None]:
-    """Raise ``HookTimeout`` in this (main) thread once ``seconds`` have passed."""
+    """Raise ``HookTimeout`` in this (main) thread once ``seconds`` have passed since
+    the hook's client began (``STARTED``: what it spent asking a daemon counts),
+    leaving a moment to answer before the agent's own timeout."""
 
     def expired(signum: int, frame: FrameType | None) -> None:
         raise HookTimeout(f"it took longer than {seconds:g} s (earshot hook --timeout)")
 
+    try:
+        spent = time.time() - float(os.environ.get(STARTED, ""))
+    except ValueError:
+        spent = 0.0
+    left = max(seconds - max(spent, 0.0) - ANSWER_S, 0.01)
     previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, left)
     try:
         yield
     finally:
@@ -144,10 +158,18 @@ def _handled(
     from earshot.agent.hooks.events import EventKind
     from earshot.cas.project import Project
 
-    if not os.path.isdir(root):
-        raise NotADirectoryError(f"{root}: no such directory (the agent's project directory)")
+    if not os.path.isabs(root) or not os.path.isdir(root):
+        raise NotADirectoryError(f"{root}: not a directory (the agent's project directory)")
+    real = os.path.realpath(root)
+    if real == "/" or any(real == t or real.startswith(t + "/") for t in _REFUSED_ROOTS):
+        raise NotADirectoryError(f"{real}: earshot does not record it (the agent's project?)")
     caller = common.CALLER_PID or os.getpid()
     if event.kind is EventKind.COMMAND:
+        # The person typed a prompt: the agent's turn is over, whatever it left
+        # open ends now (its calls still running never will), then the command runs.
+        with Project(root, extra_tables=TABLES) as project:
+            common.settle(project, True)
+            handle(project, event, tracker=common.tracker(project), options=options())
         return _run_command(event, root)
     with Project(root, extra_tables=TABLES) as project:
         common.settle(project, True)

@@ -80,6 +80,9 @@ def _hook_event(argv: list[str]) -> list[str]:
     agent = argv[1] if len(argv) > 1 else ""
     if agent not in quick.AGENTS or any(a in ("-h", "--help") for a in argv[2:]):
         return argv
+    import time  # builtin: no cost
+
+    os.environ["EARSHOT_HOOK_STARTED"] = repr(time.time())  # the deadline counts from here
     data = sys.stdin.buffer.read()
     try:
         payload = lean.loads(data.decode("utf-8", "surrogateescape"))

@@ -91,6 +91,12 @@ def batch_line(batch: Batch) -> str:
             f"{gaps} {'call' if gaps == 1 else 'calls'} not recorded: no state before, "
             "so undo cannot take it back"
         )
+    background = sum(1 for c in batch.calls if c.get("background"))
+    if background:
+        flags.append(
+            f"{background} {'call' if background == 1 else 'calls'} ran on in the background: "
+            "what it did after returning is not this batch's"
+        )
     unended = sum(1 for c in batch.calls if c.get("unfinished"))
     if unended:
         flags.append(f"{unended} {'call' if unended == 1 else 'calls'} never said it ended")

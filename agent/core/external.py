@@ -94,6 +94,9 @@ class ExternalCall:
     #: A write whose whole content the input carries: (path as given, BLAKE3 of
     #: the content), by which a killed batch's recovery proves the call made it.
     content: tuple[str, str] | None = None
+    #: A command the agent runs on in the background: its end is reported at once,
+    #: and what it does after is not this call's (the log says so).
+    background: bool = False
 
     def describe(self, root: str) -> dict[str, Any]:
         """The call as its batch records it (``tool`` ``bash`` for any shell command,
@@ -111,6 +114,8 @@ class ExternalCall:
         doc["id"] = self.key
         if self.kind is ToolKind.DISPATCH:
             doc["dispatch"] = True
+        if self.background:
+            doc["background"] = True
         if self.agent is not None:
             doc["agent"] = self.agent
         return doc
@@ -309,6 +314,7 @@ class ExternalBatch:
             doc = self.held.intent.doc
             batch = record_interrupted(project, self.engine, self.held, calls, external=True)
             unpoint(project.store_dir, doc)
+            self._remember_keys()
             return batch
         self._catch_up(why)
         for index in self.notes.running:
@@ -334,7 +340,18 @@ class ExternalBatch:
         self.engine.policy.batch.overlap |= self.notes.overlap
         batch = self.engine.record(draft, held=self.held)
         unpoint(project.store_dir, doc)
+        self._remember_keys()
         return batch
+
+    def _remember_keys(self) -> None:
+        """Keep the closed batch's call keys: an end the agent reports late is then
+        known as recorded, not a gap (``recently_closed``)."""
+        keys = sorted(self.notes.keys)
+        path = _closed_file(self.engine)
+        with contextlib.suppress(OSError):
+            temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            temp.write_text(json.dumps(keys))
+            os.replace(temp, path)
 
     # -- the notes -----------------------------------------------------------------
 
@@ -491,6 +508,19 @@ def _point(engine: Engine, agent: str, agent_session: str, held: Held) -> None:
     temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     temp.write_text(json.dumps(doc))
     os.replace(temp, path)
+
+
+def _closed_file(engine: Engine) -> Path:
+    return engine.project.store_dir / "external" / f"{engine.session.id}.closed"
+
+
+def recently_closed(engine: Engine) -> set[str]:
+    """The agent's keys of the calls of the session's last committed batch."""
+    try:
+        keys = json.loads(_closed_file(engine).read_text())
+    except (OSError, ValueError):
+        return set()
+    return {str(k) for k in keys} if isinstance(keys, list) else set()
 
 
 def unpoint(store_dir: Path, doc: dict[str, Any]) -> None:

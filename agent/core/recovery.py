@@ -75,6 +75,9 @@ def describe(intent: Intent) -> str:
     doc = intent.doc
     when = time.strftime("%H:%M:%S", time.localtime(intent.started_ns / 1e9))
     session = str(doc.get("session", ""))[:12]
+    if intent.kind == INTENT_CALLS and isinstance(doc.get(EXTERNAL), dict):
+        agent = doc[EXTERNAL].get("agent", "an agent")
+        return f"batch {doc.get('seq')} of session {session} ({agent}'s calls), started {when}"
     if intent.kind == INTENT_CALLS:
         calls = doc.get("calls") or []
         first = calls[0] if calls else {}

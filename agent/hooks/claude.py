@@ -91,6 +91,7 @@ def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
         paths=paths,
         agent=f"subagent {agent}" if agent else None,
         content=(paths[0], content_digest(str(content))) if whole else None,
+        background=kind is ToolKind.SHELL and tool_input.get("run_in_background") is True,
     )
 
 

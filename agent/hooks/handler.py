@@ -37,6 +37,7 @@ from earshot.agent.core.external import (
     ToolKind,
     begin_call,
     open_batch,
+    recently_closed,
     record_gap,
     session_lock,
 )
@@ -200,6 +201,7 @@ def _handle(engine: Engine, event: HookEvent, options: Options) -> Answer:
 
 
 _REASONS = {
+    EventKind.COMMAND: "earshot was asked from the prompt",
     EventKind.RESPONSE_END: "the model's response ended",
     EventKind.SESSION_START: "the agent's session started again",
     EventKind.PROMPT: "a new prompt",
@@ -240,6 +242,8 @@ def _after_tool(engine: Engine, event: HookEvent, options: Options) -> Answer:
     if batch is None or index is None:
         if batch is not None:
             batch.done()
+        if call.key in recently_closed(engine):
+            return SILENT  # its end came after its batch closed, which recorded it
         why = "its start was never seen: the hook before it did not run or failed"
         gap = record_gap(
             engine, call, why, holder=options.holder, agent=event.agent, agent_session=event.session

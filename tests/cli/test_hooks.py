@@ -587,3 +587,67 @@ def test_an_agent_session_id_too_long_to_keep_is_refused_and_makes_no_session(
         claude.close()
     assert answer is not None and "session id" in answer["systemMessage"]
     assert "no sessions" in cli.run("sessions").stdout
+
+
+def test_earshot_undo_typed_as_the_prompt_first_ends_what_the_agent_left_running(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.prompt("p")
+    agent.write(root / "a.txt", "a\n")
+    agent.pre("Bash", {"command": "rm -rf /"}, agent.new_id())  # denied: no end will come
+    answer = agent.prompt("earshot undo").answer()
+    assert answer is not None and answer["decision"] == "block"
+    assert "delete  a.txt" in answer["reason"]
+    assert not (root / "a.txt").exists()
+
+
+def test_an_end_reported_after_its_batch_closed_is_no_gap(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    agent.prompt("p")
+    ident = agent.new_id()
+    agent.pre("Bash", {"command": "touch late"}, ident)
+    (root / "late").write_text("")
+    agent.response_end()  # closes, the call still running: recorded as its
+    late = agent.post("Bash", {"command": "touch late"}, ident)
+    assert late.answer() is None
+    (batch,) = log_of(cli)["batches"]
+    assert changes(batch) == {"late": 0}
+
+
+def test_a_background_command_is_said_in_the_log(cli: Cli, root: Path, agent: Claude) -> None:
+    agent.prompt("p")
+    tool_input = {"command": "npm run dev", "run_in_background": True}
+    ident = agent.new_id()
+    agent.pre("Bash", tool_input, ident)
+    agent.post("Bash", tool_input, ident)
+    agent.response_end()
+    (batch,) = log_of(cli)["batches"]
+    assert batch["calls"][0]["background"] is True
+    assert "ran on in the background" in cli.run("log").stdout
+
+
+@pytest.mark.parametrize("cwd", ["relative/dir", "/proc/self", "/"])
+def test_a_root_that_is_not_a_project_is_refused_in_words(
+    cli: Cli, root: Path, cwd: str, home: Path
+) -> None:
+    claude = Claude(cli.env(), root)
+    try:
+        ran = claude.send_raw(
+            json.dumps(
+                {
+                    "session_id": "s",
+                    "cwd": cwd,
+                    "hook_event_name": "PreToolUse",
+                    "tool_name": "Bash",
+                    "tool_input": {"command": "true"},
+                    "tool_use_id": "t",
+                }
+            )
+        )
+    finally:
+        claude.close()
+    answer = ran.answer()
+    assert ran.rc == 0 and answer is not None and "Bash runs unrecorded" in answer["systemMessage"]
+    stores = [p.name for p in home.glob("checkpoints/*")]
+    assert all(name.startswith("root-") for name in stores), stores  # the test's own root
