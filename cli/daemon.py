@@ -221,9 +221,9 @@ def _note_hook_event(watcher: Watcher, doc: dict[str, Any], advance: daemon.Adva
 class _Spare:
     """A worker forked ahead of the next request, waiting for it.
 
-    A fork of the daemon, its heap and its threads' state, costs a call about
-    3 ms before its worker says a word (benchmarks/RESULTS.md, "The hook's
-    client"); forked between requests, it costs the call nothing. The spare
+    A fork of the daemon (its heap, its threads' state) on the request's path
+    cost a hosted call about 1.5 ms of 25-35 (benchmarks/RESULTS.md, "The
+    hook's client"); forked between requests, it costs the call nothing. The spare
     waits on a socket pair for the request's connection and descriptors;
     when the daemon goes (killed or idle), its end closes and the spare exits.
     """
