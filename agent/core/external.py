@@ -34,104 +34,29 @@ import contextlib
 import fcntl
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from enum import Enum
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from earshot.agent.core.batch import BY_RESTAGE, Batch, BatchKind, Change
 from earshot.agent.core.commit import Draft, others_running
-from earshot.agent.core.engine import INTENT_CALLS, Engine
-from earshot.agent.core.external_notes import Notes, Span, digest, pointer
-from earshot.agent.core.files import resolve
+from earshot.agent.core.engine import Engine
+from earshot.agent.core.external_calls import ExternalCall, ToolKind, relative_targets
+from earshot.agent.core.external_notes import (
+    Notes,
+    Span,
+    closed_file,
+    digest,
+    unpoint,
+)
 from earshot.agent.core.interrupted import record_interrupted
 from earshot.agent.core.ledger import tree_changes
 from earshot.agent.core.policy import BatchState
-from earshot.agent.core.vouched import MAX_LINKED
 from earshot.cas.digest import Digest
-from earshot.cas.errors import EarshotError
-from earshot.cas.intents import Held, Intent
+from earshot.cas.intents import Held
 from earshot.cas.logs import get_logger
-from earshot.cas.restage import relative_path
 
 log = get_logger("earshot.agent")
-
-#: What a batch of external calls keeps in its intent's doc.
-EXTERNAL = "external"
-
-
-class ToolKind(Enum):
-    """How a tool the agent runs may change files, as far as earshot can tell."""
-
-    #: Changes nothing: costs nothing.
-    READ = "read"
-    #: Writes only the files its input names (a Write, an Edit, a patch).
-    WRITE = "write"
-    #: A shell command: anything may change; judged destructive or not.
-    SHELL = "shell"
-    #: Starts subagents that run tools of their own: one unit with their calls.
-    DISPATCH = "dispatch"
-    #: A tool earshot does not know (an MCP server's): anything may change.
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class ExternalCall:
-    """A tool call the agent runs itself, as its hook describes it."""
-
-    #: The agent's own name for the tool (``Bash``, ``Write``, ``apply_patch``...).
-    tool: str
-    kind: ToolKind
-    #: The agent's id for the call (``tool_use_id``), or one made up from the payload.
-    key: str
-    command: str | None = None
-    #: What a write-kind tool names, as the agent gave them (absolute or relative).
-    paths: tuple[str, ...] = ()
-    #: Which agent made the call when it is not the main one (``subagent a1b2``).
-    agent: str | None = None
-    #: A write whose whole content the input carries: (path as given, BLAKE3 of
-    #: the content), by which a killed batch's recovery proves the call made it.
-    content: tuple[str, str] | None = None
-    #: A command the agent runs on in the background: its end is reported at once,
-    #: and what it does after is not this call's (the log says so).
-    background: bool = False
-
-    def describe(self, root: str) -> dict[str, Any]:
-        """The call as its batch records it (``tool`` ``bash`` for any shell command,
-        so it reads as the CLI's own calls do)."""
-        doc: dict[str, Any] = {"tool": "bash" if self.kind is ToolKind.SHELL else self.tool}
-        if self.kind is ToolKind.SHELL:
-            doc["agent_tool"] = self.tool
-        if self.command is not None:
-            doc["command"] = self.command
-        rels = relative_targets(root, self.paths)
-        if rels:
-            doc["path"] = rels[0]
-        if len(rels) > 1:
-            doc["paths"] = rels
-        doc["id"] = self.key
-        if self.kind is ToolKind.DISPATCH:
-            doc["dispatch"] = True
-        if self.background:
-            doc["background"] = True
-        if self.agent is not None:
-            doc["agent"] = self.agent
-        return doc
-
-
-def relative_targets(root: str, paths: tuple[str, ...]) -> list[str]:
-    """The root-relative paths a write names: each as given, and where an in-root
-    link leads (the file really written). Paths outside the root are not earshot's."""
-    out: dict[str, None] = {}
-    for path in paths:
-        try:
-            out[relative_path(root, path)] = None
-            out[resolve(root, path)] = None
-        except (EarshotError, OSError, ValueError):
-            continue
-    return list(out)
 
 
 # -- the lock every event of a session takes ---------------------------------------
@@ -226,7 +151,7 @@ class ExternalBatch:
         running = list(self.notes.running)
         self._catch_up("a call began while another ran")
         start = self.engine.policy.belief.tree
-        _restage_before(self.engine, call, destructive)
+        restage_before(self.engine, call, destructive)
         if running:
             self._span(start, running[0])
         return self._begun(call)
@@ -347,7 +272,7 @@ class ExternalBatch:
         """Keep the closed batch's call keys: an end the agent reports late is then
         known as recorded, not a gap (``recently_closed``)."""
         keys = sorted(self.notes.keys)
-        path = _closed_file(self.engine)
+        path = closed_file(self.engine.project.store_dir, self.engine.session.id)
         with contextlib.suppress(OSError):
             temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
             temp.write_text(json.dumps(keys))
@@ -425,7 +350,7 @@ class ExternalBatch:
         log.debug("external", catch_up=why, running=self.notes.running)
 
 
-def _restage_before(engine: Engine, call: ExternalCall, destructive: Callable[[], bool]) -> None:
+def restage_before(engine: Engine, call: ExternalCall, destructive: Callable[[], bool]) -> None:
     """The policy's restage before ``call``: a dispatch of subagents walks, as the
     engine's does; a write restages what it names; a command as judged."""
     policy = engine.policy
@@ -438,169 +363,3 @@ def _restage_before(engine: Engine, call: ExternalCall, destructive: Callable[[]
     policy.before_call(
         writes=writes, destructive=destructive, targets=targets, written=engine.session.written
     )
-
-
-def _open_intent(engine: Engine) -> Intent | None:
-    for intent in engine.project.intents.pending():
-        doc = intent.doc
-        ours = intent.kind == INTENT_CALLS and doc.get("session") == engine.session.id
-        if ours and isinstance(doc.get(EXTERNAL), dict):
-            return intent
-    return None
-
-
-def open_batch(engine: Engine) -> ExternalBatch | None:
-    """The session's open batch, taken for this event; None when none is open."""
-    intent = _open_intent(engine)
-    if intent is None:
-        return None
-    held = engine.project.intents.take(intent)
-    if held is None:
-        return None  # it ended meanwhile
-    return ExternalBatch.resumed(engine, held)
-
-
-def _open(
-    engine: Engine,
-    call: ExternalCall,
-    *,
-    holder: tuple[int, int | None] | None,
-    agent: str,
-    destructive: Callable[[], bool],
-    agent_session: str | None = None,
-) -> ExternalBatch:
-    """Open a batch: record the state before ``call`` first (as the policy asks),
-    then commit the intent that reserves the batch's number, with ``holder``
-    (the agent's process) keeping it live between events."""
-    policy = engine.policy
-    policy.batch = BatchState(started_ns=time.time_ns(), stale=True)
-    policy.last = None
-    _restage_before(engine, call, destructive)
-    before = policy.last.digest if policy.last is not None else engine.project.head_snapshot()
-    external = {"agent": agent, "agent_session": agent_session}
-    held = engine.begin_intent(
-        INTENT_CALLS, before, {"calls": [], EXTERNAL: external}, holder=holder
-    )
-    notes = Notes(snapshot=before, belief=policy.belief, overlap=policy.batch.overlap)
-    if agent_session is not None:
-        _point(engine, agent, agent_session, held)
-    return ExternalBatch(engine, held, notes)
-
-
-def _point(engine: Engine, agent: str, agent_session: str, held: Held) -> None:
-    """Name the open batch for the watch daemon, which cannot read the store: it
-    may then tell a response's end with nothing open at once, and when its
-    watcher vouches for the tree (``watched``), note the agent's calls itself."""
-    belief = engine.policy.belief
-    linked = engine.project.linked_paths()
-    watched = belief.watch_mark() is not None
-    if linked is None or len(linked) > MAX_LINKED:
-        watched, linked = False, []
-    doc = {
-        "session": engine.session.id,
-        "intent": held.id,
-        "root": engine.root,
-        "watched": watched,
-        "linked": linked,
-    }
-    path = pointer(engine.project.store_dir, agent, agent_session)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    temp.write_text(json.dumps(doc))
-    os.replace(temp, path)
-
-
-def _closed_file(engine: Engine) -> Path:
-    return engine.project.store_dir / "external" / f"{engine.session.id}.closed"
-
-
-def recently_closed(engine: Engine) -> set[str]:
-    """The agent's keys of the calls of the session's last committed batch."""
-    try:
-        keys = json.loads(_closed_file(engine).read_text())
-    except (OSError, ValueError):
-        return set()
-    return {str(k) for k in keys} if isinstance(keys, list) else set()
-
-
-def unpoint(store_dir: Path, doc: dict[str, Any]) -> None:
-    """Take the daemon's pointer to a batch away: it has been committed (``doc``: its
-    intent's fields)."""
-    named = doc.get(EXTERNAL) or {}
-    if named.get("agent_session"):
-        path = pointer(store_dir, str(named["agent"]), str(named["agent_session"]))
-        with contextlib.suppress(OSError):
-            path.unlink()
-
-
-def begin_call(
-    engine: Engine,
-    call: ExternalCall,
-    *,
-    holder: tuple[int, int | None] | None,
-    agent: str,
-    destructive: Callable[[], bool],
-    agent_session: str | None = None,
-) -> tuple[ExternalBatch, int]:
-    """Note ``call`` begun in the session's open batch, opening one if none is.
-
-    ``agent_session``: the agent's id for its session; a batch opened on a
-    tree the watch daemon vouches for is named for the daemon by it.
-    """
-    batch = open_batch(engine)
-    if batch is not None:
-        return batch, batch.begin(call, destructive=destructive)
-    batch = _open(
-        engine,
-        call,
-        holder=holder,
-        agent=agent,
-        destructive=destructive,
-        agent_session=agent_session,
-    )
-    return batch, batch._begun(call)
-
-
-def record_gap(
-    engine: Engine,
-    call: ExternalCall,
-    why: str,
-    *,
-    holder: tuple[int, int | None] | None,
-    agent: str,
-    agent_session: str | None = None,
-) -> ExternalBatch:
-    """Note that ``call`` ran with no state recorded before it, in the session's
-    open batch, opening one (from the state now, which holds what it did) if none is."""
-    batch = open_batch(engine)
-    if batch is not None:
-        batch.gap(call, why)
-        return batch
-    unknown = ExternalCall(call.tool, ToolKind.UNKNOWN, call.key)
-    batch = _open(
-        engine,
-        unknown,
-        holder=holder,
-        agent=agent,
-        destructive=lambda: True,
-        agent_session=agent_session,
-    )
-    doc = {**call.describe(engine.root), "gap": why}
-    batch.notes.calls.append(doc)
-    batch._note(gap=doc)
-    return batch
-
-
-def close_idle(engine: Engine, why: str) -> Batch | None:
-    """Commit the session's open batch if no call of it is running (the agent waits
-    for the person): an undo asked for now must not wait for the response to end."""
-    if _open_intent(engine) is None:
-        return None  # nothing open: take no lock, create nothing (a dry run reads only)
-    with session_lock(engine):
-        batch = open_batch(engine)
-        if batch is None:
-            return None
-        try:
-            return None if batch.running else batch.close(why)
-        finally:
-            batch.done()

@@ -1,4 +1,5 @@
-"""What an open batch of an agent's calls notes, event by event, and reading it back.
+"""What an open batch of an agent's calls leaves on disk between its events, and
+reading it back: its notes, its name for the watch daemon, its last keys.
 
 An agent's batch spans many short processes (``external``): each event
 appends JSON lines to the batch intent's notes file, and the next event
@@ -28,7 +29,10 @@ rebuilds where the batch stands from them. The notes:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +40,9 @@ from typing import Any
 from earshot.agent.core.batch import BY_RESTAGE
 from earshot.agent.core.policy import Belief
 from earshot.cas.digest import Digest
+
+#: What a batch of an agent's calls keeps in its intent's doc: the agent, its session id.
+EXTERNAL = "external"
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,3 +196,37 @@ def pointer(store_dir: Path, agent: str, agent_session: str) -> Path:
     cannot read the store: its earshot session, intent and root (``watched``)."""
     key = hashlib.sha256(f"{agent}\0{agent_session}".encode()).hexdigest()[:32]
     return store_dir / "external" / "open" / key
+
+
+def point(store_dir: Path, agent: str, agent_session: str, doc: dict[str, Any]) -> None:
+    """Name an open batch for the watch daemon (``doc``: session, intent, root,
+    whether its watcher vouches, the linked files), replacing any earlier name."""
+    path = pointer(store_dir, agent, agent_session)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps(doc))
+    os.replace(temp, path)
+
+
+def unpoint(store_dir: Path, intent_doc: dict[str, Any]) -> None:
+    """Take the daemon's name for a batch away: it has been committed."""
+    named = intent_doc.get(EXTERNAL) or {}
+    if named.get("agent_session"):
+        path = pointer(store_dir, str(named["agent"]), str(named["agent_session"]))
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def closed_file(store_dir: Path, session: str) -> Path:
+    """Where the agent's keys of a session's last committed batch are kept."""
+    return store_dir / "external" / f"{session}.closed"
+
+
+def recently_closed(store_dir: Path, session: str) -> set[str]:
+    """The agent's keys of the calls of the session's last committed batch: an end
+    reported after its batch closed is known as recorded, not a gap."""
+    try:
+        keys = json.loads(closed_file(store_dir, session).read_text())
+    except (OSError, ValueError):
+        return set()
+    return {str(k) for k in keys} if isinstance(keys, list) else set()

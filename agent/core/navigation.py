@@ -29,7 +29,7 @@ from pathlib import Path
 from earshot.agent.core.batch import Batch
 from earshot.agent.core.conversation import log_dir, log_path, open_log
 from earshot.agent.core.engine import Engine
-from earshot.agent.core.external import close_idle
+from earshot.agent.core.external_open import close_idle
 from earshot.agent.core.records import SessionRecord, session_batches
 from earshot.agent.core.reversal import Impact
 from earshot.agent.core.sessions import create_session, start_session_upkeep

@@ -35,8 +35,7 @@ from dataclasses import dataclass
 from earshot.agent.core.batch import BatchKind
 from earshot.agent.core.command import stop_orphaned_group
 from earshot.agent.core.engine import INTENT_CALLS, Engine
-from earshot.agent.core.external import EXTERNAL, unpoint
-from earshot.agent.core.external_notes import recorded_calls
+from earshot.agent.core.external_notes import EXTERNAL, recorded_calls, unpoint
 from earshot.agent.core.interrupted import record_interrupted
 from earshot.agent.core.navigation import NAVIGATE, finish_navigation
 from earshot.agent.core.undo import finish_revert

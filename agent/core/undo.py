@@ -31,7 +31,7 @@ from typing import Any
 from earshot.agent.core.batch import Batch, BatchKind
 from earshot.agent.core.commit import Draft
 from earshot.agent.core.engine import Engine
-from earshot.agent.core.external import close_idle
+from earshot.agent.core.external_open import close_idle
 from earshot.agent.core.records import get_batch, session_batches
 from earshot.agent.core.reversal import (
     NOT_BY_A_CALL,

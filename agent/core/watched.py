@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from earshot.agent.core.external import ExternalCall, ToolKind, relative_targets
+from earshot.agent.core.external_calls import ExternalCall, ToolKind, relative_targets
 from earshot.agent.core.external_notes import Notes, pointer
 from earshot.cas.intents import append_note, read_notes
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from earshot.agent.core.external import ExternalCall
+from earshot.agent.core.external_calls import ExternalCall
 
 
 class EventKind(Enum):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from earshot.agent.core.external import ExternalCall, ToolKind
+from earshot.agent.core.external_calls import ExternalCall, ToolKind
 from earshot.agent.hooks import quick
 from earshot.agent.hooks.answer import Answer
 from earshot.agent.hooks.commands import prompt_command

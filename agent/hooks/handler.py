@@ -32,15 +32,10 @@ from typing import Any
 from earshot.agent.core.calls import Bash, error_text
 from earshot.agent.core.conversation import new_session, note_compaction, say, select
 from earshot.agent.core.engine import Engine
-from earshot.agent.core.external import (
-    ExternalCall,
-    ToolKind,
-    begin_call,
-    open_batch,
-    recently_closed,
-    record_gap,
-    session_lock,
-)
+from earshot.agent.core.external import session_lock
+from earshot.agent.core.external_calls import ExternalCall, ToolKind
+from earshot.agent.core.external_notes import recently_closed
+from earshot.agent.core.external_open import begin_call, open_batch, record_gap
 from earshot.agent.core.records import get_bound_session, put_bound_session
 from earshot.agent.core.tracker import ChangeTracker
 from earshot.agent.hooks.answer import SILENT, Answer
@@ -242,7 +237,7 @@ def _after_tool(engine: Engine, event: HookEvent, options: Options) -> Answer:
     if batch is None or index is None:
         if batch is not None:
             batch.done()
-        if call.key in recently_closed(engine):
+        if call.key in recently_closed(engine.project.store_dir, engine.session.id):
             return SILENT  # its end came after its batch closed, which recorded it
         why = "its start was never seen: the hook before it did not run or failed"
         gap = record_gap(
