@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from earshot.agent.hooks import quick
+from earshot.agent.hooks.events import EventKind, HookEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,3 +28,15 @@ class Answer:
 
 
 SILENT = Answer()
+
+
+def render(agent: str, event: HookEvent, answer: Answer) -> dict[str, Any] | None:
+    """What the agent reads on the hook's stdout; None: print nothing."""
+    if answer.block is not None:
+        return quick.blocking(agent, answer.block)
+    out: dict[str, Any] = {}
+    if answer.deny is not None and event.kind is EventKind.PRE_TOOL:
+        out |= quick.refusal(agent, event.name, answer.deny)
+    if answer.message is not None:
+        out["systemMessage"] = answer.message
+    return out or None

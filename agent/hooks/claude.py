@@ -17,26 +17,35 @@ import os
 from typing import Any
 
 from earshot.agent.core.external_calls import ExternalCall, ToolKind
-from earshot.agent.hooks import quick
-from earshot.agent.hooks.answer import Answer
-from earshot.agent.hooks.commands import prompt_command
+from earshot.agent.hooks import answer, quick
 from earshot.agent.hooks.events import (
     EventKind,
     HookEvent,
+    Tools,
+    absolute,
     content_digest,
     content_key,
+    event_of,
     session_field,
     text_field,
+    tool_input,
 )
 
 AGENT = "claude"
 
-READ_ONLY = quick.READ_ONLY[AGENT]
-#: Tools that write only the files their input names, and where it names them.
-WRITES = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path"}
-NOTEBOOK = {"NotebookEdit": "notebook_path"}
-SHELLS = frozenset({"Bash"})
-DISPATCHES = frozenset({"Task", "Agent"})
+#: Tools that write only the file their input names, and the field naming it.
+WRITES = {
+    "Write": "file_path",
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+TOOLS = Tools(
+    read=quick.READ_ONLY[AGENT],
+    write=WRITES,
+    shell=frozenset({"Bash"}),
+    dispatch=frozenset({"Task", "Agent"}),
+)
 
 _EVENTS = {
     "SessionStart": EventKind.SESSION_START,
@@ -56,32 +65,19 @@ _EVENTS = {
 _NOTIFICATION = "<task-notification>"
 
 
-def tool_kind(name: str) -> ToolKind:
-    if name in READ_ONLY:
-        return ToolKind.READ
-    if name in WRITES or name in NOTEBOOK:
-        return ToolKind.WRITE
-    if name in SHELLS:
-        return ToolKind.SHELL
-    if name in DISPATCHES:
-        return ToolKind.DISPATCH
-    return ToolKind.UNKNOWN
-
-
 def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
     name = text_field(payload, "tool_name", required=True)
     assert name is not None
-    raw = payload.get("tool_input")
-    tool_input = raw if isinstance(raw, dict) else {}
-    kind = tool_kind(name)
-    key = text_field(payload, "tool_use_id") or content_key(name, tool_input)
-    command = tool_input.get("command") if kind is ToolKind.SHELL else None
-    field = WRITES.get(name) or NOTEBOOK.get(name)
+    given = tool_input(payload)
+    kind = TOOLS.kind(name)
+    key = text_field(payload, "tool_use_id") or content_key(name, given)
+    command = given.get("command") if kind is ToolKind.SHELL else None
+    field = WRITES.get(name)
     paths: tuple[str, ...] = ()
-    if field is not None and isinstance(tool_input.get(field), str):
-        paths = (_absolute(tool_input[field], cwd),)
+    if field is not None and isinstance(given.get(field), str):
+        paths = (absolute(given[field], cwd),)
     agent = text_field(payload, "agent_id")
-    content = tool_input.get("content")
+    content = given.get("content")
     whole = name == "Write" and bool(paths) and isinstance(content, str)
     return ExternalCall(
         name,
@@ -91,27 +87,15 @@ def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
         paths=paths,
         agent=f"subagent {agent}" if agent else None,
         content=(paths[0], content_digest(str(content))) if whole else None,
-        background=kind is ToolKind.SHELL and tool_input.get("run_in_background") is True,
+        background=kind is ToolKind.SHELL and given.get("run_in_background") is True,
     )
-
-
-def _absolute(path: str, cwd: str | None) -> str:
-    return path if os.path.isabs(path) or cwd is None else os.path.join(cwd, path)
 
 
 def parse(payload: dict[str, Any]) -> HookEvent:
     """The event a Claude Code hook payload stands for."""
-    name = text_field(payload, "hook_event_name", required=True)
-    assert name is not None
-    kind = _EVENTS.get(name, EventKind.OTHER)
-    command: tuple[str, ...] = ()
-    if kind is EventKind.PROMPT:
-        prompt = str(payload.get("prompt", ""))
-        command = prompt_command(prompt) or ()
-        if command:
-            kind = EventKind.COMMAND
-        elif prompt.startswith(_NOTIFICATION):
-            kind = EventKind.OTHER
+    name, kind, command = event_of(payload, _EVENTS)
+    if kind is EventKind.PROMPT and str(payload.get("prompt", "")).startswith(_NOTIFICATION):
+        kind = EventKind.OTHER
     session = session_field(payload)
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or text_field(payload, "cwd")
     call = (
@@ -146,13 +130,6 @@ def parse(payload: dict[str, Any]) -> HookEvent:
     )
 
 
-def render(event: HookEvent, answer: Answer) -> dict[str, Any] | None:
+def render(event: HookEvent, outcome: answer.Answer) -> dict[str, Any] | None:
     """What Claude Code reads on the hook's stdout; None: print nothing."""
-    out: dict[str, Any] = {}
-    if answer.block is not None:
-        return {"decision": "block", "reason": answer.block}
-    if answer.deny is not None and event.kind is EventKind.PRE_TOOL:
-        out |= quick.refusal(AGENT, event.name, answer.deny)
-    if answer.message is not None:
-        out["systemMessage"] = answer.message
-    return out or None
+    return answer.render(AGENT, event, outcome)

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from earshot.agent.core.external_calls import ExternalCall
+from earshot.agent.core.external_calls import ExternalCall, ToolKind
+from earshot.agent.hooks.commands import prompt_command
 
 
 class EventKind(Enum):
@@ -120,3 +123,54 @@ def session_field(payload: dict[str, Any]) -> str:
     if len(session.encode("utf-8", "surrogateescape")) > MAX_SESSION_ID:
         raise BadPayload(f"the session id is longer than {MAX_SESSION_ID} bytes")
     return session
+
+
+@dataclass(frozen=True, slots=True)
+class Tools:
+    """An agent's tools by what they may do to the tree."""
+
+    read: Collection[str]
+    #: Tools that write only the files their input names.
+    write: Collection[str]
+    shell: Collection[str]
+    #: Tools that run a subagent.
+    dispatch: Collection[str]
+
+    def kind(self, name: str) -> ToolKind:
+        for names, kind in (
+            (self.read, ToolKind.READ),
+            (self.write, ToolKind.WRITE),
+            (self.shell, ToolKind.SHELL),
+            (self.dispatch, ToolKind.DISPATCH),
+        ):
+            if name in names:
+                return kind
+        return ToolKind.UNKNOWN
+
+
+def event_of(
+    payload: dict[str, Any], events: Mapping[str, EventKind]
+) -> tuple[str, EventKind, tuple[str, ...]]:
+    """The event's name, its kind, and the earshot command a prompt asks for.
+
+    A prompt that is one of earshot's commands is a COMMAND, not a PROMPT.
+    """
+    name = text_field(payload, "hook_event_name", required=True)
+    assert name is not None
+    kind = events.get(name, EventKind.OTHER)
+    command: tuple[str, ...] = ()
+    if kind is EventKind.PROMPT:
+        command = prompt_command(str(payload.get("prompt", ""))) or ()
+        kind = EventKind.COMMAND if command else kind
+    return name, kind, command
+
+
+def tool_input(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload's ``tool_input``; an empty one when it is not an object."""
+    raw = payload.get("tool_input")
+    return raw if isinstance(raw, dict) else {}
+
+
+def absolute(path: str, cwd: str | None) -> str:
+    """A path the agent gave, made absolute against its working directory."""
+    return path if os.path.isabs(path) or cwd is None else os.path.join(cwd, path)

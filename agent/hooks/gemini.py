@@ -20,25 +20,28 @@ import os
 from typing import Any
 
 from earshot.agent.core.external_calls import ExternalCall, ToolKind
-from earshot.agent.hooks import quick
-from earshot.agent.hooks.answer import Answer
-from earshot.agent.hooks.commands import prompt_command
+from earshot.agent.hooks import answer, quick
 from earshot.agent.hooks.events import (
     EventKind,
     HookEvent,
+    Tools,
+    absolute,
     content_digest,
     content_key,
+    event_of,
     session_field,
     text_field,
+    tool_input,
 )
 
 AGENT = "gemini"
-READ_ONLY = quick.READ_ONLY[AGENT]
-SHELLS = frozenset({"run_shell_command"})
-#: Tools that write only the file their input names.
-WRITES = frozenset({"write_file", "replace", "edit", "smart_edit"})
-#: Runs a subagent to its end inside the call: its calls come between the two events.
-DISPATCHES = frozenset({"invoke_agent"})
+TOOLS = Tools(
+    read=quick.READ_ONLY[AGENT],
+    write=frozenset({"write_file", "replace", "edit", "smart_edit"}),
+    shell=frozenset({"run_shell_command"}),
+    #: Runs a subagent to its end inside the call: its calls come between the two events.
+    dispatch=frozenset({"invoke_agent"}),
+)
 
 _EVENTS = {
     "SessionStart": EventKind.SESSION_START,
@@ -51,48 +54,29 @@ _EVENTS = {
 }
 
 
-def tool_kind(name: str) -> ToolKind:
-    if name in READ_ONLY:
-        return ToolKind.READ
-    if name in WRITES:
-        return ToolKind.WRITE
-    if name in SHELLS:
-        return ToolKind.SHELL
-    if name in DISPATCHES:
-        return ToolKind.DISPATCH
-    return ToolKind.UNKNOWN
-
-
 def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
     name = text_field(payload, "tool_name", required=True)
     assert name is not None
-    raw = payload.get("tool_input")
-    tool_input = raw if isinstance(raw, dict) else {}
-    kind = tool_kind(name)
-    key = content_key(name, tool_input)
+    given = tool_input(payload)
+    kind = TOOLS.kind(name)
+    key = content_key(name, given)
     if kind is ToolKind.WRITE:
-        path = tool_input.get("file_path")
+        path = given.get("file_path")
         paths: tuple[str, ...] = ()
         if isinstance(path, str) and path:
-            paths = (path if os.path.isabs(path) or cwd is None else os.path.join(cwd, path),)
-        text = tool_input.get("content")
+            paths = (absolute(path, cwd),)
+        text = given.get("content")
         whole = name == "write_file" and bool(paths) and isinstance(text, str)
         content = (paths[0], content_digest(str(text))) if whole else None
         return ExternalCall(name, kind, key, paths=paths, content=content)
-    command = tool_input.get("command")
+    command = given.get("command")
     shell = kind is ToolKind.SHELL and isinstance(command, str)
     return ExternalCall(name, kind, key, command=command if shell else None)
 
 
 def parse(payload: dict[str, Any]) -> HookEvent:
     """The event a Gemini CLI hook payload stands for."""
-    name = text_field(payload, "hook_event_name", required=True)
-    assert name is not None
-    kind = _EVENTS.get(name, EventKind.OTHER)
-    command: tuple[str, ...] = ()
-    if kind is EventKind.PROMPT:
-        command = prompt_command(str(payload.get("prompt", ""))) or ()
-        kind = EventKind.COMMAND if command else kind
+    name, kind, command = event_of(payload, _EVENTS)
     session = session_field(payload)
     cwd = os.environ.get("GEMINI_PROJECT_DIR") or text_field(payload, "cwd")
     call = _call(payload, cwd) if kind in (EventKind.PRE_TOOL, EventKind.POST_TOOL) else None
@@ -114,14 +98,6 @@ def parse(payload: dict[str, Any]) -> HookEvent:
     )
 
 
-def render(event: HookEvent, answer: Answer) -> dict[str, Any] | None:
+def render(event: HookEvent, outcome: answer.Answer) -> dict[str, Any] | None:
     """What Gemini CLI reads on the hook's stdout; None: print nothing."""
-    out: dict[str, Any] = {}
-    if answer.block is not None:
-        # Under -p Gemini prints the systemMessage of a blocked prompt, not its reason.
-        return {"decision": "deny", "reason": answer.block, "systemMessage": answer.block}
-    if answer.deny is not None and event.kind is EventKind.PRE_TOOL:
-        out |= quick.refusal(AGENT, event.name, answer.deny)
-    if answer.message is not None:
-        out["systemMessage"] = answer.message
-    return out or None
+    return answer.render(AGENT, event, outcome)

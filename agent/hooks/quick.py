@@ -145,6 +145,15 @@ def refusal(agent: str, event: str, reason: str) -> dict[str, Any]:
     return {"hookSpecificOutput": {**decision, "permissionDecisionReason": reason}}
 
 
+def blocking(agent: str, reason: str) -> dict[str, Any]:
+    """The answer that stops a prompt before the model sees it; the reason is
+    shown to the person (under ``-p`` Gemini prints a blocked prompt's
+    ``systemMessage``, not its reason)."""
+    if agent == "gemini":
+        return {"decision": "deny", "reason": reason, "systemMessage": reason}
+    return {"decision": "block", "reason": reason}
+
+
 def lost_answer(agent: str, payload: Any, strict: bool, text: str) -> dict[str, Any]:
     """What the client answers when the daemon's worker died mid-event: the person
     is told, and with ``strict`` a tool about to run is refused."""
