@@ -9,33 +9,36 @@ intents both use it.
 from __future__ import annotations
 
 
-def start_time(pid: int) -> int | None:
-    """A process's start time in clock ticks since boot (/proc), None if it is gone."""
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name, None if it is gone.
+
+    The command name (field 2) may hold spaces and parentheses: split after it,
+    so that index 0 is the whole line's field 3 (the state).
+    """
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             data = handle.read()
     except OSError:
         return None
-    # The command name (field 2) may hold spaces and parentheses: split after it.
-    fields = data[data.rfind(b")") + 2 :].split()
+    return data[data.rfind(b")") + 2 :].split()
+
+
+def _field(pid: int, index: int) -> int | None:
+    fields = _stat(pid)
     try:
-        return int(fields[19])  # field 22 of the whole line
+        return int(fields[index]) if fields is not None else None
     except (IndexError, ValueError):
         return None
+
+
+def start_time(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (/proc), None if it is gone."""
+    return _field(pid, 19)  # field 22 of the whole line
 
 
 def parent_of(pid: int) -> int | None:
     """The parent pid of ``pid`` (/proc), None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    fields = data[data.rfind(b")") + 2 :].split()
-    try:
-        return int(fields[1])  # field 4 of the whole line
-    except (IndexError, ValueError):
-        return None
+    return _field(pid, 1)  # field 4 of the whole line
 
 
 def name_of(pid: int) -> str | None:
@@ -52,13 +55,9 @@ def alive(pid: int, started: int | None) -> bool:
 
     A zombie counts as gone: it runs nothing and holds nothing.
     """
-    now = start_time(pid)
-    if now is None or (started is not None and now != started):
+    fields = _stat(pid)
+    if fields is None or len(fields) < 20:
         return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except OSError:
+    if started is not None and fields[19] != str(started).encode():
         return False
-    state = data[data.rfind(b")") + 2 :][:1]
-    return state not in (b"Z", b"X")
+    return fields[0] not in (b"Z", b"X")
