@@ -13,8 +13,10 @@ it: a call costs its hook's start-up and a note, not a restage.
 The daemon declines (and the hook runs as any other event, in a worker)
 whenever a restage cannot wait: no open batch named for it, a watcher gap
 or another daemon's token, a subagent dispatch (it walks the tree first), a
-write before the batch has re-read what the session wrote, an end whose
-start it does not know, or a call that began while others ran.
+write's start (what it names is stored first, ignored or not), a start
+after the person changed files between calls (their versions are stored
+before the call may overwrite them), an end whose start it does not know,
+or a call that began while others ran.
 """
 
 from __future__ import annotations
@@ -86,9 +88,11 @@ def note_call(
         if ended is None:
             if notes.running:
                 return False  # what the running calls did must be pinned on them first
-            written = any(c.get("path") for c in notes.calls)
-            if call.kind is ToolKind.WRITE and not written:
-                return False  # the batch re-reads what the session wrote, once, first
+            if call.kind is ToolKind.WRITE:
+                # The state before a write holds what it names, the ignore rules
+                # notwithstanding (a .env it edits is restored, not deleted): only
+                # a restage can store that.
+                return False
             doc = call.describe(root)
             note = {"call": len(notes.calls), "begin": doc, "key": call.key, "owner": None}
         else:
@@ -105,6 +109,10 @@ def note_call(
                     note |= {"path": made[-1], "digest": call.content[1]}
         seen, token = advance(notes.belief.token)
         if seen is None:
+            return False
+        if ended is None and seen:
+            # The person changed these between calls; the call may overwrite or
+            # delete them: their versions must be stored before it runs.
             return False
         note |= {"paths": sorted(seen | set(linked)), "token": token}
         append_note(notes_path, note)  # a note lost marks the batch incomplete, and raises

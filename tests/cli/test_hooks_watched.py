@@ -68,18 +68,46 @@ def test_a_change_made_between_two_calls_is_nobody_s_and_undo_keeps_it(
     assert (root / "person.txt").read_text() == "mine\n"
 
 
-def test_a_file_made_between_calls_and_changed_by_one_is_ambiguous_and_kept_by_undo(
+def test_what_the_person_made_between_calls_is_stored_before_the_next_call_deletes_it(
     served: Cli, root: Path, agent: Claude
 ) -> None:
+    (root / "notes.txt").write_text("v1\n")
     agent.bash("touch a", lambda: (root / "a").write_text(""))
-    (root / "shared.txt").write_text("the person's\n")
-    agent.bash("edit shared", lambda: (root / "shared.txt").write_text("the agent's\n"))
+    (root / "mine.txt").write_text("my work\n")  # the person, between the calls
+    (root / "notes.txt").write_text("v2, the person's\n")
+    before = hosted(served)
+
+    def clobber() -> None:
+        (root / "mine.txt").unlink()
+        (root / "notes.txt").write_text("the agent's\n")
+
+    agent.bash("rm mine.txt; echo x > notes.txt", clobber)
+    assert hosted(served) == before + 1  # the start took a worker: it stored the person's work
     agent.response_end()
-    lines = {c["path"]: c for c in only_batch(served)["changes"]}
-    assert lines["shared.txt"]["ambiguous"] is True
-    ran = served.run("undo", expect=3)
-    assert "conflict shared.txt" in ran.stdout
-    assert (root / "shared.txt").exists()
+    served.run("undo")
+    assert (root / "mine.txt").read_text() == "my work\n"
+    assert (root / "notes.txt").read_text() == "v2, the person's\n"
+    assert not (root / "a").exists()
+
+
+def test_an_ignored_file_a_write_names_is_restored_by_undo_not_deleted(
+    served: Cli, root: Path, agent: Claude
+) -> None:
+    (root / ".gitignore").write_text(".env\nnode_modules/\n")
+    (root / ".env").write_text("API_KEY=the-only-copy\n")
+    (root / "node_modules" / "pkg").mkdir(parents=True)
+    (root / "node_modules" / "pkg" / "index.js").write_text("orig\n")
+    agent.write(root / "README.md", "hi\n")  # opens the batch: later starts may go to the daemon
+    agent.write(root / ".env", "API_KEY=rotated\n")
+    agent.write(root / "node_modules" / "pkg" / "index.js", "patched\n")
+    agent.response_end()
+    changes = {c["path"]: c for c in only_batch(served)["changes"]}
+    for made_before in (".env", "node_modules/pkg/index.js"):  # modified, not created
+        assert changes[made_before]["before"] is not None
+    served.run("undo")
+    assert (root / ".env").read_text() == "API_KEY=the-only-copy\n"
+    assert (root / "node_modules" / "pkg" / "index.js").read_text() == "orig\n"
+    assert not (root / "README.md").exists()
 
 
 def test_the_daemon_gone_mid_batch_loses_nothing(
@@ -189,3 +217,38 @@ def test_a_worker_killed_mid_event_is_told_the_agent_s_way_and_strict_refuses(
     answer = json.loads(out)
     assert answer["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert "worker stopped" in answer["hookSpecificOutput"]["permissionDecisionReason"]
+
+
+def test_an_ignored_file_a_codex_patch_moves_or_deletes_is_restored_by_undo(
+    served: Cli, root: Path
+) -> None:
+    from fake_agent import FakeAgent
+
+    (root / ".gitignore").write_text(".env*\n")
+    (root / ".env").write_text("KEY=1\n")
+    (root / ".env2").write_text("KEY=2\n")
+    codex = FakeAgent(served.env(), root, agent="codex", session="codex-1")
+    try:
+        codex.send("SessionStart", source="startup")
+        codex.send("UserPromptSubmit", prompt="p", turn_id="t1")
+        patches = [
+            ("*** Add File: notes.md\n+hi\n", lambda: (root / "notes.md").write_text("hi\n")),
+            (
+                "*** Update File: .env\n*** Move to: config.env\n@@\n-KEY=1\n+KEY=9\n",
+                lambda: (root / ".env").rename(root / "config.env"),
+            ),
+            ("*** Delete File: .env2\n", lambda: (root / ".env2").unlink()),
+        ]
+        for number, (body, apply) in enumerate(patches):
+            tool_input = {"command": f"*** Begin Patch\n{body}*** End Patch\n"}
+            call = {"tool_name": "apply_patch", "tool_input": tool_input, "turn_id": "t1"}
+            codex.send("PreToolUse", tool_use_id=f"call_{number}", **call)
+            apply()
+            codex.send("PostToolUse", tool_use_id=f"call_{number}", tool_response="ok", **call)
+        codex.send("Stop", turn_id="t1", last_assistant_message="done")
+    finally:
+        codex.close()
+    served.run("undo")
+    assert (root / ".env").read_text() == "KEY=1\n"
+    assert (root / ".env2").read_text() == "KEY=2\n"
+    assert not (root / "config.env").exists() and not (root / "notes.md").exists()
