@@ -202,6 +202,7 @@ class Held:
         """After the end was committed (or the intent proved gone): drop the file and lock."""
         if self._fd < 0:
             return
+        faults.point("intent-release")  # committed, its notes still there
         for path in (self._path, _lost(self._path)):
             with contextlib.suppress(OSError):
                 os.unlink(path)

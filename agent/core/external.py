@@ -236,9 +236,8 @@ class ExternalBatch:
                 {**c, "unfinished": why} if i in self.notes.running else c
                 for i, c in enumerate(self.notes.calls)
             ]
-            doc = self.held.intent.doc
+            unpoint(project.store_dir, self.held.intent.doc)
             batch = record_interrupted(project, self.engine, self.held, calls, external=True)
-            unpoint(project.store_dir, doc)
             self._remember_keys()
             return batch
         self._catch_up(why)
@@ -263,8 +262,12 @@ class ExternalBatch:
             folded=self.notes.folded,
         )
         self.engine.policy.batch.overlap |= self.notes.overlap
-        batch = self.engine.record(draft, held=self.held)
+        # The daemon's name for the batch goes first: named, a committed batch
+        # would take the notes of calls no one records (a kill between the
+        # commit and the notes' removal). Unnamed and not committed (a kill, an
+        # error), the next event takes it up in a worker and names it again.
         unpoint(project.store_dir, doc)
+        batch = self.engine.record(draft, held=self.held)
         self._remember_keys()
         return batch
 

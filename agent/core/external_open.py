@@ -17,7 +17,7 @@ from earshot.agent.core.batch import Batch
 from earshot.agent.core.engine import INTENT_CALLS, Engine
 from earshot.agent.core.external import ExternalBatch, restage_before, session_lock
 from earshot.agent.core.external_calls import ExternalCall, ToolKind
-from earshot.agent.core.external_notes import EXTERNAL, Notes, point
+from earshot.agent.core.external_notes import EXTERNAL, Notes, point, pointer
 from earshot.agent.core.policy import BatchState
 from earshot.agent.core.vouched import MAX_LINKED
 from earshot.cas.intents import Held, Intent
@@ -40,7 +40,13 @@ def open_batch(engine: Engine) -> ExternalBatch | None:
     held = engine.project.intents.take(intent)
     if held is None:
         return None  # it ended meanwhile
-    return ExternalBatch.resumed(engine, held)
+    batch = ExternalBatch.resumed(engine, held)
+    named = intent.doc.get(EXTERNAL) or {}
+    agent, agent_session = str(named.get("agent")), named.get("agent_session")
+    if agent_session and not pointer(engine.project.store_dir, agent, agent_session).exists():
+        # A close that did not commit (killed, a full disk) took its name away.
+        _point(engine, agent, str(agent_session), held)
+    return batch
 
 
 def _open(

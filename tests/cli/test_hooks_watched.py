@@ -252,3 +252,31 @@ def test_an_ignored_file_a_codex_patch_moves_or_deletes_is_restored_by_undo(
     assert (root / ".env").read_text() == "KEY=1\n"
     assert (root / ".env2").read_text() == "KEY=2\n"
     assert not (root / "config.env").exists() and not (root / "notes.md").exists()
+
+
+@pytest.mark.parametrize("site", ["batch-commit", "intent-release"])
+def test_a_kill_as_a_batch_commits_leaves_every_later_call_recorded(
+    served: Cli, root: Path, agent: Claude, site: str
+) -> None:
+    # batch-commit: before the commit (the batch stays open); intent-release:
+    # after it, before its notes are removed.
+    (root / "precious.txt").write_text("keep me\n")
+    agent.bash("touch a", lambda: (root / "a").write_text(""))
+    agent.bash("touch b", lambda: (root / "b").write_text(""))  # noted by the daemon
+    env = agent.env
+    agent.env = served.env(EARSHOT_WATCH="never", EARSHOT_FAULTS=f"{site}=kill")
+    killed = agent.response_end()
+    assert f"earshot-fault: {site}" in killed.stderr
+    agent.env = env
+    agent.prompt("second")
+    agent.bash("touch c", lambda: (root / "c").write_text(""))
+    agent.bash("rm precious.txt", lambda: (root / "precious.txt").unlink())
+    agent.response_end()
+    batches = served.run("log", "--json").json()["batches"]
+    assert [sorted(c["path"] for c in b["changes"]) for b in batches] == [
+        ["a", "b"],
+        ["c", "precious.txt"],
+    ]
+    served.run("undo")
+    assert (root / "precious.txt").read_text() == "keep me\n"
+    assert not (root / "c").exists()
