@@ -245,6 +245,12 @@ class _Spare:
                 return  # no spare: the next request forks its own worker
             if pid == 0:
                 ours.close()
+                # Nothing of the daemon's may stay open here: a lock a daemon
+                # thread held at the fork (a session's, while it notes a call)
+                # would stay held by this spare until it served a request.
+                keep = theirs.fileno()
+                os.closerange(3, keep)
+                os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
                 os._exit(_wait_for_request(theirs))
             theirs.close()
             self._end = ours

@@ -280,3 +280,41 @@ def test_a_kill_as_a_batch_commits_leaves_every_later_call_recorded(
     served.run("undo")
     assert (root / "precious.txt").read_text() == "keep me\n"
     assert not (root / "c").exists()
+
+
+def test_a_spare_worker_forked_while_a_call_is_noted_holds_no_lock_of_the_session(
+    served: Cli, root: Path, agent: Claude, home: Path
+) -> None:
+    import fcntl
+    import threading
+    import time
+
+    agent.bash("touch a", lambda: (root / "a").write_text(""))  # opens the batch
+    (session,) = served.run("sessions", "--json").json()["sessions"]
+    (store,) = home.glob("checkpoints/*")
+    lock = store / "external" / f"{session['id']}.lock"
+    answers: list[Any] = []
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # a slow event of the session
+        # The daemon's thread waits for the lock; the client gives up on it
+        # and runs the event in a worker, and a spare is forked meanwhile.
+        pre = threading.Thread(
+            target=lambda: answers.append(agent.pre("Bash", {"command": "true"}, "toolu_w1"))
+        )
+        pre.start()
+        time.sleep(3)
+    pre.join(timeout=60)
+    assert not pre.is_alive() and answers[0].rc == 0
+    with open(lock, "a") as probe:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "a process of the daemon keeps the lock"
+                time.sleep(0.1)
+        fcntl.flock(probe, fcntl.LOCK_UN)
+    started = time.monotonic()
+    assert agent.post("Bash", {"command": "true"}, "toolu_w1").answer() is None
+    assert time.monotonic() - started < 5
