@@ -22,6 +22,7 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -108,8 +109,44 @@ def end_intent(txn: WriteBatch, intent: Intent) -> None:
     schema.delete_intent_record(txn, intent.id)
 
 
+#: The note that says an intent's notes are not as written (``read_notes``,
+#: ``Intents.take``): whoever reads them must not trust what they say, nor
+#: what they leave out.
+DAMAGED = "damaged"
+
+
 def _lost(path: Path) -> Path:
     return path.with_name(f"{path.name}.incomplete")
+
+
+_NOTES_FLAGS = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_notes(path: Path, *, create: bool) -> int:
+    """Open an intent's notes to lock and append to them; FileNotFoundError when
+    absent and not ``create``. Notes that are not a regular file (a link is
+    never followed, a FIFO never waited on) are set aside, and new notes begun
+    that say so: whoever records the operation must not trust them."""
+    try:
+        fd = os.open(path, _NOTES_FLAGS | (os.O_CREAT if create else 0), 0o600)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            raise
+        fd = -1
+    if fd >= 0 and stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    if fd >= 0:
+        os.close(fd)
+    os.replace(path, path.with_name(f"{path.name}.not-a-file-{time.time_ns():x}"))
+    return _begin_damaged(path, "the notes were not a regular file (set aside)")
+
+
+def _begin_damaged(path: Path, why: str) -> int:
+    fd = os.open(path, _NOTES_FLAGS | os.O_CREAT | os.O_EXCL, 0o600)
+    line = json.dumps({DAMAGED: why}).encode() + b"\n"
+    with contextlib.suppress(OSError):
+        os.write(fd, line)
+    return fd
 
 
 def append_note(
@@ -128,7 +165,7 @@ def append_note(
     own = fd is None
     try:
         if fd is None:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
         view = memoryview(line)  # what is left to write: a retry goes on, never restarts
         for attempt in (0, 1):
             try:
@@ -149,20 +186,38 @@ def append_note(
 
 
 def read_notes(path: Path) -> list[dict[str, Any]]:
-    """The progress notes in ``path``, one JSON object a line; a torn line is dropped."""
+    """The progress notes in ``path``, one JSON object a line; a torn last line is dropped.
+
+    Notes that are not a regular file (a link, a FIFO: never followed, never
+    waited on), or hold a line that is not a JSON object before the last,
+    end with a ``{DAMAGED: why}`` note.
+    """
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
         return []
-    out = []
-    for line in data.split(b"\n"):
+    except OSError as exc:
+        return [{DAMAGED: f"the notes cannot be opened: {exc.strerror}"}]
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return [{DAMAGED: "the notes are not a regular file"}]
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read()
+    except OSError as exc:
+        return [{DAMAGED: f"the notes cannot be read: {exc.strerror}"}]
+    finally:
+        os.close(fd)
+    out: list[dict[str, Any]] = []
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines):
         try:
             doc = json.loads(line)
         except ValueError:
-            continue
+            doc = None
         if isinstance(doc, dict):
             out.append(doc)
+        elif line.strip() and number < len(lines) - 1:
+            out.append({DAMAGED: f"line {number + 1} of the notes is not a note"})
     return out
 
 
@@ -193,6 +248,11 @@ class Held:
     def incomplete(self) -> bool:
         """Whether a note the operation needed could not be written (``note_or_raise``)."""
         return os.path.exists(_lost(self._path))
+
+    def mark_incomplete(self) -> None:
+        """Say the notes cannot be trusted (``incomplete``): they were found damaged."""
+        with contextlib.suppress(OSError):
+            os.close(os.open(_lost(self._path), os.O_WRONLY | os.O_CREAT, 0o600))
 
     def notes(self) -> list[dict[str, Any]]:
         """The notes written so far, by this owner or a dead one (a torn last line is dropped)."""
@@ -294,9 +354,9 @@ class Intents:
         if holder_alive(intent):
             return True
         try:
-            fd = os.open(self._path(intent.id), os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return False
+            fd = os.open(self._path(intent.id), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return False  # gone, or not a file: no one holds it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -309,7 +369,7 @@ class Intents:
         """Take over an intent whose owner is gone; None if it lives or has ended."""
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = self._path(intent.id)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        fd = _open_notes(path, create=True)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -331,9 +391,14 @@ class Intents:
         """
         path = self._path(intent.id)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            fd = _open_notes(path, create=False)
         except FileNotFoundError:
-            return None  # ended (release removes the file), or finished by another
+            # Ended (release removes the file), finished by another, or the
+            # notes were deleted while it is pending: then new ones say so.
+            try:
+                fd = _begin_damaged(path, "the notes were deleted")
+            except FileExistsError:
+                return self.take(intent)  # made meanwhile: by whoever, take them
         fcntl.flock(fd, fcntl.LOCK_EX)
         return self._still_pending(Held(intent, fd, path))
 

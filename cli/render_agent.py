@@ -80,7 +80,8 @@ def batch_line(batch: Batch) -> str:
     if batch.kind.value in ("undo", "redo", "rewind"):
         flags.append(f"{batch.kind.value} of {', '.join(map(str, batch.targets))}")
     if batch.interrupted:
-        flags.append("interrupted: recorded by a later command")
+        # A process killed mid-batch, or notes lost (a full disk) or damaged.
+        flags.append("interrupted: recorded from the tree as found, calls named only where proven")
     if batch.folded:
         flags.append("folded: changes go to the next snapshot, not attributed")
     elif any(not isinstance(c.by, int) for c in batch.ledger) and not batch.kind.self_created:

@@ -95,6 +95,11 @@ class ExternalBatch:
     def resumed(cls, engine: Engine, held: Held) -> ExternalBatch:
         """The batch ``held`` names, with the policy where its last event left it."""
         notes = Notes.read(held.notes())
+        if notes.damaged is not None:
+            # Recorded at its close as an interrupted batch is: from its state
+            # before to a walk, each change a call's only where proven.
+            log.warning("external", damaged_notes=notes.damaged, intent=held.id)
+            held.mark_incomplete()
         policy = engine.policy
         policy.belief = notes.belief
         written = [p for c in notes.calls if c.get("path") for p in c.get("paths") or [c["path"]]]

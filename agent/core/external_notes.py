@@ -5,6 +5,9 @@ An agent's batch spans many short processes (``external``): each event
 appends JSON lines to the batch intent's notes file, and the next event
 rebuilds where the batch stands from them. The notes:
 
+- ``opened`` (the intent's id): the first line, always; notes without it
+  were cut short. Notes that are damaged (``damaged``, ``Notes.damaged``)
+  make the batch recorded as an interrupted one is.
 - ``state``: snapshot, tree, the daemon's token, exact: what a restage
   recorded; the belief the next event takes up.
 - ``begin`` (the call as recorded) with ``call`` and ``key``: a call began.
@@ -40,9 +43,12 @@ from typing import Any
 from earshot.agent.core.batch import BY_RESTAGE
 from earshot.agent.core.policy import Belief
 from earshot.cas.digest import Digest
+from earshot.cas.intents import DAMAGED
 
 #: What a batch of an agent's calls keeps in its intent's doc: the agent, its session id.
 EXTERNAL = "external"
+#: The first note of every batch's notes: notes without it were cut short.
+OPENED = "opened"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +122,9 @@ class Notes:
     overlap: bool = False
     #: Subagents begun and not ended.
     subagents: set[str] = field(default_factory=set)
+    #: Why the notes cannot be trusted (cut short, replaced, a note that does
+    #: not read): the batch is then recorded as an interrupted one is.
+    damaged: str | None = None
 
     @property
     def watched(self) -> bool:
@@ -126,8 +135,16 @@ class Notes:
     @staticmethod
     def read(notes: list[dict[str, Any]]) -> Notes:
         out = Notes()
+        if not notes or OPENED not in notes[0]:
+            out.damaged = "the notes were cut short (their first line is gone)"
         for note in notes:
-            out._take(note)
+            if DAMAGED in note:
+                out.damaged = str(note[DAMAGED])
+                continue
+            try:
+                out._take(note)
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+                out.damaged = f"a note does not read: {json.dumps(note)[:80]}"
         return out
 
     def _take(self, note: dict[str, Any]) -> None:

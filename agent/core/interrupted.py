@@ -53,13 +53,20 @@ class Proofs:
         self.wrote: dict[str, tuple[int, str]] = {}
         #: (tree an earshot command left, its attribution).
         self.left: list[tuple[Digest, int | str]] = []
-        self.spans: list[Span] = Notes.read(notes).spans if external else []
+        read = Notes.read(notes) if external else None
+        if read is not None and read.damaged is not None:
+            self.spans: list[Span] = []
+            return  # damaged notes prove nothing
+        self.spans = read.spans if read is not None else []
         for note in notes:
-            if "path" in note and "digest" in note and "call" in note:
-                self.wrote[str(note["path"])] = (int(note["call"]), str(note["digest"]))
-            elif "tree" in note and not external:
-                tree = Digest(bytes.fromhex(str(note["tree"])))
-                self.left.append((tree, note.get("by", BY_RESTAGE)))
+            try:
+                if "path" in note and "digest" in note and "call" in note:
+                    self.wrote[str(note["path"])] = (int(note["call"]), str(note["digest"]))
+                elif "tree" in note and not external:
+                    tree = Digest(bytes.fromhex(str(note["tree"])))
+                    self.left.append((tree, note.get("by", BY_RESTAGE)))
+            except (ValueError, TypeError):
+                continue  # a note that does not read proves nothing
 
     def who(self, project: Project, line: Change) -> int | str:
         after = line.after

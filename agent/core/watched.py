@@ -25,6 +25,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -40,13 +41,17 @@ Advance = Callable[[object], tuple["set[str] | None", str]]
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[bool]:
-    """Hold ``path``'s flock; False when the file is gone (what it guards has ended)."""
+    """Hold ``path``'s flock; False when the file is gone (what it guards has ended)
+    or is not a regular file."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # gone, or a link: a worker takes the event and sees to it
         yield False
         return
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            yield False  # a FIFO is never read here
+            return
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield True
     finally:
@@ -82,7 +87,7 @@ def note_call(
         if not (live and open_):
             return False
         notes = Notes.read(read_notes(notes_path))
-        if not notes.watched:
+        if not notes.watched or notes.damaged is not None:
             return False
         note: dict[str, Any]
         if ended is None:
