@@ -8,12 +8,13 @@ import click
 
 from earshot.agent.core.batch import State
 from earshot.cas.diff import Change, ChangeKind
+from earshot.cas.errors import EarshotError
 from earshot.cas.objects import ObjectReader
 from earshot.cas.project import Project
 from earshot.cas.tree import Kind, TreeEntry
 
 from . import render
-from .common import fail, project_reader
+from .common import project_reader
 from .readonly import unless_recorded
 
 _MAX_TEXT = 1 << 20
@@ -46,7 +47,12 @@ def _patch(reader: ObjectReader, change: Change) -> str | None:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def _batch_changes(project: Project, session_id: str | None, seq: int) -> list[Change]:
+class NoSuchBatch(EarshotError):
+    def __init__(self, seq: int, session: str) -> None:
+        super().__init__(f"no batch {seq} in session {session} (see 'earshot log')")
+
+
+def batch_changes(project: Project, session_id: str | None, seq: int) -> list[Change]:
     """A batch's ledger as changes (each path: before -> after); creates no session."""
     from earshot.agent.core.conversation import NoSessions, find
     from earshot.agent.core.records import get_batch
@@ -57,9 +63,19 @@ def _batch_changes(project: Project, session_id: str | None, seq: int) -> list[C
     with project.store.backend.read() as view:
         batch = get_batch(view, ident, seq)
     if batch is None:
-        fail(f"no batch {seq} in session {ident} (see 'earshot log')")
-        raise AssertionError
+        raise NoSuchBatch(seq, ident)
     return [_as_change(line.path, line.before, line.after) for line in batch.ledger]
+
+
+def patches_of(project: Project, changes: list[Change]) -> dict[str, str]:
+    """The unified diff of each text file of ``changes``, by path."""
+    patches: dict[str, str] = {}
+    with project.store.reader() as reader:
+        for change in changes:
+            patch = _patch(reader, change)
+            if patch:
+                patches[change.path] = patch
+    return patches
 
 
 def _as_change(path: str, before: State | None, after: State | None) -> Change:
@@ -116,17 +132,11 @@ def diff(
     (+ added, - deleted, ~ modified, m mode, t type).
     """
     if _is_batch(old_id, new_id):
-        changes = _batch_changes(project, session_id, int(old_id))
+        changes = batch_changes(project, session_id, int(old_id))
     else:
         old = project.resolve(old_id)
         new = project.resolve(new_id) if new_id else None
         changes = project.diff(old, new)
-    patches: dict[str, str] = {}
-    if not stat_only and not as_json:
-        with project.store.reader() as reader:
-            for change in changes:
-                patch = _patch(reader, change)
-                if patch:
-                    patches[change.path] = patch
+    patches = patches_of(project, changes) if not stat_only and not as_json else {}
     doc, text = render.changes(changes, stat_only, patches)
     render.emit(doc, text, as_json)

@@ -50,6 +50,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "undo": ("cmd_history", "undo", "Undo the session's last N batches."),
     "redo": ("cmd_history", "redo", "Redo the most recent undo."),
     "watch": ("cmd_watch", "watch", "Run the watcher daemon of the root (--status, --stop)."),
+    "chat": ("cmd_chat", "chat", "Talk to a coding agent that works in the root (-p for scripts)."),
     "hook": ("cmd_hook", "hook", "Handle one hook event of Claude Code, Codex or Gemini CLI."),
     "install": ("cmd_install", "install", "Record what Claude Code, Codex or Gemini CLI does."),
     "uninstall": ("cmd_install", "uninstall", "Take earshot's hooks out of an agent's settings."),
@@ -77,14 +78,28 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+#: Options of ``earshot`` alone: they start ``earshot chat`` with them.
+CHAT_OPTIONS = ("--continue", "--resume", "--model")
+
+
+@click.group(
+    cls=LazyGroup,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(VERSION, prog_name="earshot")
-def cli() -> None:
+@click.option("--continue", "continue_", is_flag=True, help="earshot chat --continue.")
+@click.option("--resume", "resume_id", metavar="ID", help="earshot chat --resume ID.")
+@click.option("--model", metavar="PROVIDER:NAME", help="earshot chat --model PROVIDER:NAME.")
+@click.pass_context
+def cli(ctx: click.Context, continue_: bool, resume_id: str | None, model: str | None) -> None:
     """Checkpoints, undo and session trees for AI coding agents.
 
     earshot records a working tree (the root, default: the current directory)
     into its own content-addressed store, never touching your git repository.
-    Options go after the command: `earshot snapshot --json`.
+    Options go after the command: `earshot snapshot --json`. `earshot` alone
+    on a terminal is `earshot chat`, and takes its --continue, --resume ID
+    and --model.
 
     \b
     Exit codes: 0 done; 1 error; 2 usage; 3 done, but some paths were
@@ -92,6 +107,20 @@ def cli() -> None:
     Data lives in $EARSHOT_HOME, else $XDG_DATA_HOME/earshot,
     else ~/.local/share/earshot.
     """
+    chosen = continue_ or resume_id is not None or model is not None
+    if ctx.invoked_subcommand is not None:
+        if chosen:
+            raise click.UsageError(
+                f"{', '.join(CHAT_OPTIONS)} go with 'earshot chat' (or 'earshot' alone); "
+                f"options of '{ctx.invoked_subcommand}' go after it"
+            )
+        return
+    if not chosen and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        click.echo(ctx.get_help())
+        return
+    chat = LazyGroup.get_command(cli, ctx, "chat")
+    assert chat is not None
+    ctx.invoke(chat, continue_=continue_, resume_id=resume_id, model=model)
 
 
 def main() -> None:

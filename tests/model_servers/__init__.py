@@ -1,7 +1,8 @@
 """Scripted model servers on 127.0.0.1 that the real agent binaries talk to.
 
-Three wire protocols (Anthropic Messages for Claude Code, OpenAI Responses
-for Codex CLI, Gemini for Gemini CLI), one idea: a script of turns, one per
+Four wire protocols (Anthropic Messages for Claude Code and earshot chat,
+OpenAI Responses for Codex CLI, Gemini for Gemini CLI, OpenAI Chat
+Completions for earshot chat), one idea: a script of turns, one per
 main-loop model request, and a record of every request for assertions.
 Standard library only, so the servers run wherever the tests do.
 
@@ -13,13 +14,16 @@ Standard library only, so the servers run wherever the tests do.
 """
 
 from ._anthropic import AnthropicServer
-from ._base import DONE, Exchange, Fail, Hang, ScriptedServer, ToolCall, Turn
+from ._base import DONE, Broken, Exchange, Fail, Hang, ScriptedServer, ToolCall, Turn
 from ._gemini import GeminiServer
 from ._openai import ResponsesServer
+from ._openai_chat import ChatCompletionsServer
 
 __all__ = [
     "DONE",
     "AnthropicServer",
+    "Broken",
+    "ChatCompletionsServer",
     "Exchange",
     "Fail",
     "GeminiServer",

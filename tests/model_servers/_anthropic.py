@@ -16,7 +16,17 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from ._base import JSON, Fail, Handler, ScriptedServer, ToolCall, call_input, has_tool_calls, parts
+from ._base import (
+    JSON,
+    Broken,
+    Fail,
+    Handler,
+    ScriptedServer,
+    ToolCall,
+    call_input,
+    has_tool_calls,
+    parts,
+)
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -52,6 +62,9 @@ class AnthropicServer(ScriptedServer):
             return
         if isinstance(answer, Fail):
             handler.send_json(answer.status, _error(answer.status, answer.message))
+            return
+        if isinstance(answer, Broken):
+            self._broken(handler, str(body.get("model") or self.default_model), answer)
             return
         blocks = [self._block(block) for block in parts(answer)]
         stop = "tool_use" if has_tool_calls(parts(answer)) else "end_turn"
@@ -113,6 +126,19 @@ class AnthropicServer(ScriptedServer):
             "message_delta",
         )
         handler.sse({"type": "message_stop"}, "message_stop")
+
+    def _broken(self, handler: Handler, model: str, broken: Broken) -> None:
+        """Some text, then the ``error`` event the API sends when it fails mid-stream."""
+        handler.start_sse()
+        start = self._message(model, [], None, _usage(output=1))
+        handler.sse({"type": "message_start", "message": start}, "message_start")
+        block: JSON = {"type": "text", "text": ""}
+        opening = {"type": "content_block_start", "index": 0, "content_block": block}
+        handler.sse(opening, "content_block_start")
+        delta = {"type": "text_delta", "text": broken.text}
+        piece = {"type": "content_block_delta", "index": 0, "delta": delta}
+        handler.sse(piece, "content_block_delta")
+        handler.sse(_error(529, broken.message), "error")
 
 
 def _usage(output: int = 20) -> JSON:

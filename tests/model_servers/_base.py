@@ -56,9 +56,19 @@ class Fail:
     message: str = "scripted failure"
 
 
+@dataclass(frozen=True)
+class Broken:
+    """Stream ``text``, then fail mid-reply with an error in the provider's
+    streaming format (the Anthropic ``error`` event; an ``error`` chunk of Chat
+    Completions). Served by the servers earshot chat talks to."""
+
+    text: str = "partial"
+    message: str = "overloaded in the middle of the reply"
+
+
 #: A turn: final text, or a response of tool calls (a ``str`` inside the list
-#: is a text block before them), or a hang, or an error.
-Turn = str | Sequence[ToolCall | str] | Hang | Fail
+#: is a text block before them), or a hang, or an error (before or mid-reply).
+Turn = str | Sequence[ToolCall | str] | Hang | Fail | Broken
 
 #: What an exhausted script answers.
 DONE = "done"
@@ -238,7 +248,7 @@ class ScriptedServer:
             script = self.lanes.get(lane, self.script)
             return script.pop(0) if script else DONE
 
-    def resolve(self, turn: Turn) -> str | Sequence[ToolCall | str] | Fail | None:
+    def resolve(self, turn: Turn) -> str | Sequence[ToolCall | str] | Fail | Broken | None:
         """Sleep out any hangs; ``None`` when the server closed meanwhile."""
         while isinstance(turn, Hang):
             if self._closed.wait(turn.seconds):

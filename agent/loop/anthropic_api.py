@@ -1,0 +1,148 @@
+"""The Anthropic Messages API through the ``anthropic`` SDK, streamed.
+
+The SDK reads ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` and retries
+as it does by default. The raw event stream is read (not the SDK's
+accumulating helper) so that a tool input that is not JSON reaches the
+model as an error result instead of failing the whole reply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from earshot.agent.loop.errors import one_line_error
+from earshot.agent.loop.history import Message, Output, Text, Use
+from earshot.agent.loop.provider import Cancel, ProviderError, Reply, Request
+
+if TYPE_CHECKING:
+    import anthropic
+
+
+def make(model: str) -> AnthropicProvider:
+    return AnthropicProvider(model)
+
+
+def _content(message: Message) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, Text):
+            out.append({"type": "text", "text": part.text})
+        elif isinstance(part, Use):
+            given = part.input if isinstance(part.input, dict) else {}
+            out.append({"type": "tool_use", "id": part.id, "name": part.name, "input": given})
+        elif isinstance(part, Output):
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": part.id,
+                "content": part.text or "(no output)",
+            }
+            if part.is_error:
+                block["is_error"] = True
+            out.append(block)
+    return out
+
+
+def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The Messages API's ``messages`` for ``messages`` (roles already alternate)."""
+    return [{"role": m.role, "content": _content(m)} for m in messages]
+
+
+class AnthropicProvider:
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self._client: anthropic.Anthropic | None = None
+
+    @property
+    def name(self) -> str:
+        return f"anthropic:{self.model}"
+
+    def _sdk(self) -> anthropic.Anthropic:
+        if self._client is None:
+            import anthropic  # seconds: on first use (``provider.preload``)
+
+            self._client = anthropic.Anthropic()
+        return self._client
+
+    def reply(self, request: Request, on_text: Callable[[str], None], cancel: Cancel) -> Reply:
+        tools = [
+            {"name": t.name, "description": t.description, "input_schema": t.schema}
+            for t in request.tools
+        ]
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "messages": wire_messages(list(request.messages)),
+            "stream": True,
+        }
+        if request.system:
+            kwargs["system"] = request.system
+        if tools:
+            kwargs["tools"] = tools
+        reply = Reply()
+        blocks: dict[int, dict[str, Any]] = {}
+        began = False
+        client = self._sdk()
+        try:
+            stream = client.messages.create(**kwargs)
+            cancel.on_cancel(stream.close)
+            try:
+                for event in stream:
+                    began = True
+                    if cancel.is_set:
+                        break
+                    self._take(event, blocks, reply, on_text)
+            finally:
+                cancel.on_cancel(None)
+                stream.close()
+        except Exception as exc:
+            if cancel.is_set:
+                reply.uses.clear()
+                reply.stop = "interrupted"
+                return reply
+            said = one_line_error(self.name, exc, streaming=began)
+            raise ProviderError(said, reply.text) from exc
+        if cancel.is_set:
+            reply.uses.clear()
+            reply.stop = "interrupted"
+            return reply
+        for index in sorted(blocks):
+            block = blocks[index]
+            if block["type"] == "tool_use":
+                reply.uses.append(_use(block))
+        return reply
+
+    @staticmethod
+    def _take(
+        event: Any, blocks: dict[int, dict[str, Any]], reply: Reply, on_text: Callable[[str], None]
+    ) -> None:
+        kind = event.type
+        if kind == "content_block_start":
+            block = event.content_block
+            if block.type == "tool_use":
+                blocks[event.index] = {"type": "tool_use", "id": block.id, "name": block.name}
+                blocks[event.index]["json"] = ""
+            elif block.type == "text":
+                blocks[event.index] = {"type": "text"}
+                if block.text:
+                    reply.text += block.text
+                    on_text(block.text)
+        elif kind == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta":
+                reply.text += delta.text
+                on_text(delta.text)
+            elif delta.type == "input_json_delta" and event.index in blocks:
+                blocks[event.index]["json"] += delta.partial_json
+        elif kind == "message_delta":
+            reply.stop = event.delta.stop_reason or reply.stop
+
+
+def _use(block: dict[str, Any]) -> Use:
+    raw = block.get("json") or "{}"
+    try:
+        given = json.loads(raw)
+    except ValueError as exc:
+        return Use(block["id"], block["name"], None, f"the tool input is not JSON ({exc})")
+    return Use(block["id"], block["name"], given)

@@ -1,0 +1,85 @@
+"""The root a chat works in: its project opened per piece of work, never held.
+
+A chat lives for hours; ``earshot gc`` needs the store to itself, and
+another terminal's commands must see every batch at once. So the store is
+opened for each batch of tool calls and each slash command, and closed
+after (a few ms), exactly as a CLI command opens it: interrupted operations
+are finished first, and the engine is the one ``earshot exec`` uses, with
+the watch daemon's tracker when the face provides one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from earshot.agent.core import conversation
+from earshot.agent.core.command import CommandRunner, run_command
+from earshot.agent.core.engine import Engine
+from earshot.agent.core.records import TABLES, upgrade_records
+from earshot.agent.core.recovery import describe, finish_all
+from earshot.agent.core.tracker import ChangeTracker
+from earshot.agent.log.session import Session
+from earshot.cas.project import Project
+
+#: Makes the tracker for a project (the face's: it knows how to start the daemon).
+TrackerFactory = Callable[[Project], "ChangeTracker | None"]
+#: Told what was finished or found on opening (one line each).
+Notify = Callable[[str], None]
+
+
+class Workspace:
+    """One root, as a chat sees it."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        home: Path | None = None,
+        tracker: TrackerFactory | None = None,
+        notify: Notify | None = None,
+    ) -> None:
+        self.root = os.path.realpath(root)
+        self.home = home
+        self.tracker = tracker
+        self.notify: Notify = notify or (lambda text: None)
+
+    @contextlib.contextmanager
+    def project(self, *, finish: bool = True) -> Iterator[Project]:
+        """The root's project, opened now; what a dead process left is finished first."""
+        with Project(self.root, self.home, extra_tables=TABLES) as project:
+            upgrade_records(project.store.backend)
+            if finish:
+                done, left = finish_all(project)
+                for item in done:
+                    self.notify(item.summary)
+                for unfinished in left:
+                    what = describe(unfinished.intent)
+                    self.notify(f"could not finish the interrupted {what}: {unfinished.reason}")
+            yield project
+
+    @contextlib.contextmanager
+    def engine(self, session: str, runner: CommandRunner = run_command) -> Iterator[Engine]:
+        """An engine on ``session`` for one batch, or one undo, redo or rewind."""
+        with self.project() as project:
+            tracker = self.tracker(project) if self.tracker is not None else None
+            yield Engine(project, session, tracker=tracker, capture_output=True, runner=runner)
+
+    def open_session(self, given: str | None, *, most_recent: bool, new: bool) -> str:
+        """The session a chat starts in: a new one, ``given`` (an id prefix), or
+        the most recently active (``most_recent``). Both halves exist after."""
+        with self.project() as project:
+            if new:
+                return conversation.new_session(project).id
+            record, _ = conversation.select(project, given, most_recent=most_recent)
+            return record.id
+
+    def log(self, session: str) -> Session:
+        """The session's conversation log, resumed: a tool call a dead process left
+        unanswered gets its "interrupted" result, so the next request is whole."""
+        with self.project(finish=False) as project:
+            path = conversation.log_path(project, session)
+            conversation.ensure_log(project, session)
+        return Session.resume(path)

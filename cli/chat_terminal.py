@@ -1,0 +1,284 @@
+"""``earshot chat`` on a terminal: a live input line over a streaming model.
+
+The input line (prompt_toolkit) stays live while a turn runs on a thread
+of its own (``Chat.turn``): a line typed meanwhile is queued for the
+model's next call (``Chat.steer``), Esc stops the turn
+(``Chat.interrupt``), Ctrl-C stops it too and, twice in a row, leaves, as
+``/exit`` and Ctrl-D on an empty line do. Whatever the turn prints goes
+above the input line (``patch_stdout``). A question (may bash run? undo
+this?) is asked on the input line itself: its next line answers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.document import Document
+from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.patch_stdout import patch_stdout
+from rich.console import Console
+from rich.text import Text
+
+from earshot.agent.core.batch import Batch
+from earshot.agent.loop.chat import Chat, TurnResult
+from earshot.agent.loop.history import Output, Use
+from earshot.agent.loop.permissions import Answer
+from earshot.agent.loop.provider import Reply
+
+from . import chat_render
+from .chat_commands import Slash, is_command
+
+#: Two Ctrl-C within this many seconds leave.
+DOUBLE_PRESS_S = 2.0
+_ANSWERS = {"y": Answer.ONCE, "yes": Answer.ONCE, "a": Answer.SESSION, "always": Answer.SESSION}
+#: Slash commands that may run while a turn does.
+_ANY_TIME = ("/help", "/exit", "/quit")
+
+
+@dataclass
+class _Question:
+    text: str
+    answer: str | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def give(self, answer: str) -> None:
+        self.answer = answer
+        self.done.set()
+
+
+class Terminal:
+    """The chat's face on a terminal: ``chat.Events`` and the slash commands' ``Screen``."""
+
+    def __init__(self, make_chat: Callable[[Terminal], Chat]) -> None:
+        self.console = Console(force_terminal=True, highlight=False, soft_wrap=False)
+        self._md = chat_render.MarkdownStream(self.console)
+        self._question: _Question | None = None
+        self._worker: threading.Thread | None = None
+        self._leaving = False
+        self._last_ctrl_c = 0.0
+        self._session: PromptSession[str] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.chat = make_chat(self)
+
+    # -- running ---------------------------------------------------------------
+
+    def run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._session = PromptSession(
+            message=self._message,
+            key_bindings=self._bindings(),
+            bottom_toolbar=self._toolbar,
+            refresh_interval=0.5,
+        )
+        self._session.app.ttimeoutlen = 0.05  # a lone Esc is Esc, not an Alt- prefix
+        with patch_stdout(raw=True):
+            self.say(self._banner())
+            while not self._leaving:
+                try:
+                    line = await self._session.prompt_async()
+                except EOFError:
+                    break
+                self._submit(line)
+            self._leaving = True
+            self._stop_work()
+
+    def _stop_work(self) -> None:
+        question = self._question
+        if question is not None:
+            question.give("n")
+        worker = self._worker
+        if worker is not None and worker.is_alive():
+            self.say("stopping the turn before leaving…")
+            self.chat.interrupt()
+            worker.join(60)
+
+    def _banner(self) -> str:
+        chat = self.chat
+        prompts = sum(1 for entry in chat.log.context() if entry.body.TYPE == "user")
+        resumed = f", resumed with {prompts} prompts" if prompts else ""
+        return (
+            f"earshot chat · {chat.provider.name} · {chat.workspace.root}\n"
+            f"session {chat.session}{resumed} · /help for commands · Esc stops a turn"
+        )
+
+    @property
+    def busy(self) -> bool:
+        return self._worker is not None and self._worker.is_alive()
+
+    def _submit(self, line: str) -> None:
+        question = self._question
+        if question is not None:
+            question.give(line.strip().lower())
+            return
+        text = line.strip()
+        if not text:
+            return
+        if is_command(text):
+            if text.split()[0] in ("/exit", "/quit"):
+                self._leaving = True
+                return
+            if self.busy and text.split()[0] not in _ANY_TIME:
+                self.say("a turn is running: wait for it, or press Esc to stop it")
+                return
+            self._start(lambda: Slash(self.chat, self).run(text))
+            return
+        if text.startswith("//"):
+            line = line.replace("//", "/", 1)
+        if self.busy:
+            self.chat.steer(line)
+            self.say(Text(f"  queued for the model's next call: {line.strip()[:80]}", "dim"))
+            return
+        self._start(lambda: self._turn(line))
+
+    def _start(self, work: Callable[[], None]) -> None:
+        def guarded() -> None:
+            try:
+                work()
+            except Exception as exc:
+                self.say(f"earshot: {type(exc).__name__}: {exc}")
+            finally:
+                self._invalidate()
+
+        self._worker = threading.Thread(target=guarded, name="earshot-turn", daemon=True)
+        self._worker.start()
+        self._invalidate()
+
+    def _turn(self, prompt: str) -> None:
+        result: TurnResult = self.chat.turn(prompt)
+        self._md.flush()
+        if result.stop == "error":
+            self.say(Text(f"earshot: {result.error}", "red"))
+            self.say(Text("  the session is as it was; send again when ready", "dim"))
+        elif result.stop == "interrupted":
+            self.say(Text("  interrupted: every call has its result; go on when ready", "yellow"))
+        elif result.stop == "max_tokens":
+            self.say(Text("  the reply hit the length limit", "yellow"))
+
+    # -- the input line --------------------------------------------------------
+
+    def _message(self) -> FormattedText:
+        if self._question is not None:
+            return FormattedText([("bold yellow", f"{self._question.text} ")])
+        return FormattedText([("bold cyan", "> ")])
+
+    def _toolbar(self) -> FormattedText:
+        state = "working… Esc stops, Enter queues" if self.busy else "/help for commands"
+        short = self.chat.session[:10]
+        return FormattedText([("", f" {self.chat.provider.name} · session {short} · {state} ")])
+
+    def _bindings(self) -> KeyBindings:
+        keys = KeyBindings()
+
+        @keys.add("escape", eager=True)
+        def _esc(event: KeyPressEvent) -> None:
+            if self._question is not None:
+                self._question.give("n")
+            elif self.busy:
+                self.chat.interrupt()
+                self.say(Text("  interrupting…", "yellow"))
+
+        @keys.add("c-c")
+        def _ctrl_c(event: KeyPressEvent) -> None:
+            buffer = event.app.current_buffer
+            if buffer.text:
+                buffer.reset()
+                return
+            now = time.monotonic()
+            if now - self._last_ctrl_c < DOUBLE_PRESS_S:
+                event.app.exit(exception=EOFError())
+                return
+            self._last_ctrl_c = now
+            if self._question is not None:
+                self._question.give("n")
+            if self.busy:
+                self.chat.interrupt()
+            self.say(Text("  (Ctrl-C again to leave, or /exit)", "dim"))
+
+        @keys.add("c-d")
+        def _ctrl_d(event: KeyPressEvent) -> None:
+            if not event.app.current_buffer.text:
+                event.app.exit(exception=EOFError())
+
+        return keys
+
+    def _invalidate(self) -> None:
+        session, loop = self._session, self._loop
+        if session is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(session.app.invalidate)
+
+    def _ask(self, text: str) -> str:
+        question = _Question(text)
+        self._question = question
+        self._invalidate()
+        while not question.done.wait(0.2):
+            if self._leaving:
+                question.give("n")
+        self._question = None
+        self._invalidate()
+        return question.answer or "n"
+
+    # -- Screen (slash commands) -----------------------------------------------
+
+    def say(self, text: str | Text) -> None:
+        if isinstance(text, str):
+            self.console.print(text, markup=False)
+        else:
+            self.console.print(text)
+
+    def diff(self, text: str) -> None:
+        chat_render.diff(self.console, text)
+
+    def confirm(self, question: str) -> bool:
+        return self._ask(f"{question} [y/N]") in ("y", "yes")
+
+    def prefill(self, text: str) -> None:
+        session, loop = self._session, self._loop
+        if session is None or loop is None:
+            return
+
+        def put() -> None:
+            session.app.current_buffer.set_document(Document(text), bypass_readonly=True)
+
+        loop.call_soon_threadsafe(put)
+
+    def leave(self) -> None:
+        self._leaving = True
+        session, loop = self._session, self._loop
+        if session is not None and loop is not None:
+            loop.call_soon_threadsafe(lambda: session.app.exit(exception=EOFError()))
+
+    # -- Events (the turn) -----------------------------------------------------
+
+    def text(self, delta: str) -> None:
+        self._md.feed(delta)
+
+    def reply(self, reply: Reply) -> None:
+        self._md.flush()
+        for use in reply.uses:
+            self.console.print(chat_render.call_line(use))
+
+    def result(self, use: Use, output: Output) -> None:
+        self.console.print(chat_render.result_lines(output))
+
+    def batch(self, batch: Batch) -> None:
+        self.console.print(chat_render.batch_text(batch))
+
+    def injected(self, text: str) -> None:
+        self.say(Text(f"  ↳ sent to the model: {text.strip()[:80]}", "dim"))
+
+    def notice(self, text: str) -> None:
+        self.say(Text(f"earshot: {text}", "yellow"))
+
+    def ask(self, tool: str, detail: str) -> Answer:
+        self.say(Text.assemble(("allow ", "yellow"), (tool, "bold"), (f": {detail[:300]}", "")))
+        answer = self._ask("allow? [y] once / [a] for this session / [n] no")
+        return _ANSWERS.get(answer, Answer.DENY)
