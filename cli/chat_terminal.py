@@ -160,6 +160,10 @@ class Terminal:
             self.say(Text("  the session is as it was; send again when ready", "dim"))
         elif result.stop == "interrupted":
             self.say(Text("  interrupted: every call has its result; go on when ready", "yellow"))
+        unsent = self.chat.take_queued()
+        if unsent:  # typed for a call that never came: back to the input line
+            self.say(Text("  not sent (the turn ended first), back in the input line", "dim"))
+            self.prefill(" ".join(unsent))
         elif result.stop == "max_tokens":
             self.say(Text("  the reply hit the length limit", "yellow"))
 

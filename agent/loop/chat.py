@@ -50,7 +50,7 @@ from earshot.agent.log.session import Session
 from earshot.agent.loop.history import Message, Output, Text, Use, messages_of
 from earshot.agent.loop.permissions import Answer, Grants
 from earshot.agent.loop.provider import Cancel, Provider, ProviderError, Reply, Request
-from earshot.agent.loop.tools import TOOLS, output_cap, result_text, to_call
+from earshot.agent.loop.tools import TOOLS, done_text, output_cap, result_text, to_call
 from earshot.agent.loop.workspace import Workspace
 from earshot.cas.errors import EarshotError
 from earshot.cas.procs import start_time
@@ -163,6 +163,12 @@ class Chat:
     def queued(self) -> list[str]:
         with self._lock:
             return list(self._queue)
+
+    def take_queued(self) -> list[str]:
+        """What was queued and not sent (the turn ended first), taken back."""
+        with self._lock:
+            waiting, self._queue = self._queue, []
+        return waiting
 
     def interrupt(self) -> None:
         """Stop the running turn: the stream, the command, the calls not yet run."""
@@ -285,14 +291,12 @@ class Chat:
                 outputs[position] = Output(use.id, denied, True)
             else:
                 runnable.append((position, use, call))
-        seq = None
+        outcome = None
         if runnable and not self._cancel.is_set:
             outcome = self._batch([call for _, _, call in runnable])
             if outcome is not None:
-                seq = outcome.batch.seq
                 for position, output in self._outputs(runnable, outcome):
                     outputs[position] = output
-                self.events.batch(outcome.batch)
             else:
                 for position, use, _ in runnable:
                     outputs[position] = Output(use.id, "not run: the batch could not start", True)
@@ -303,7 +307,10 @@ class Chat:
             results.append(ToolResult(use.id, output.text, output.is_error, interrupted))
             self.events.result(use, output)
         self.log.append_many(results)
-        return seq
+        if outcome is None:
+            return None
+        self.events.batch(outcome.batch)
+        return outcome.batch.seq
 
     def _permitted(self, use: Use, call: Call) -> bool:
         tool = use.name
@@ -344,7 +351,7 @@ class Chat:
                 out.append((position, Output(use.id, NOT_RUN, True)))
                 stopped = True
                 continue
-            text, is_error = result_text(result, cap)
+            text, is_error = result_text(result, cap, done_text(call))
             if state == "stopped":
                 out.append((position, Output(use.id, f"{text}\n{STOPPED}", True)))
                 stopped = True

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from earshot.agent.core.calls import BadCall, Call, CallResult, parse_call
+from earshot.agent.core.calls import BadCall, Call, CallResult, EditFile, WriteFile, parse_call
 
 #: Characters of a command's output (or a file read) sent back to the model:
 #: its head and its tail, the cut said in between. $EARSHOT_CHAT_OUTPUT_CAP.
@@ -106,7 +106,16 @@ def capped(text: str, cap: int) -> str:
     )
 
 
-def result_text(result: CallResult, cap: int) -> tuple[str, bool]:
+def done_text(call: Call) -> str:
+    """What a write or edit that printed nothing is said to have done."""
+    if isinstance(call, WriteFile):
+        return f"wrote {call.path} ({len(call.content):,} bytes)"
+    if isinstance(call, EditFile):
+        return f"edited {call.path}"
+    return "done"
+
+
+def result_text(result: CallResult, cap: int, done: str = "done") -> tuple[str, bool]:
     """What the model is told of a call's result, and whether it is an error."""
     if result.error is not None and result.exit_code is None:
         return result.error, True
@@ -116,7 +125,7 @@ def result_text(result: CallResult, cap: int) -> tuple[str, bool]:
     if result.exit_code is not None:
         parts.append(f"[exit code {result.exit_code}]")
     elif not result.output:
-        parts.append("done")
+        parts.append(done)
     if result.error is not None:
         parts.append(result.error)
     if result.warning is not None:

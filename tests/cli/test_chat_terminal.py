@@ -1,0 +1,287 @@
+"""``earshot chat`` on a real pseudo-terminal (pexpect), against a scripted model.
+
+What a person does: types while the model works, presses Esc during a long
+command, runs /undo, /rewind, /tree and /fork, leaves and comes back with
+--continue. Each is checked on the screen, on disk and in the session file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+from earshot_cli import EARSHOT, Cli
+from model_servers import AnthropicServer, Hang, ToolCall, Turn
+
+#: The pseudo-terminal's answer time for one expected screen (a model turn
+#: includes the SDK's import, seconds on a busy machine).
+WAIT_S = 60
+
+
+class Screen:
+    """``earshot chat`` running on a pseudo-terminal, and its model."""
+
+    def __init__(self, cli: Cli, server: AnthropicServer, *args: str) -> None:
+        self.server = server
+        env = cli.env(
+            ANTHROPIC_BASE_URL=server.url,
+            ANTHROPIC_API_KEY="test-key",
+            TERM="xterm-256color",
+            # pexpect answers no cursor-position request; prompt_toolkit would
+            # wait for one, then warn.
+            PROMPT_TOOLKIT_NO_CPR="1",
+        )
+        self.child = pexpect.spawn(
+            str(EARSHOT),
+            ["chat", "--model", "anthropic:claude-test", *args],
+            cwd=str(cli.root),
+            env=env,
+            dimensions=(50, 160),
+            encoding="utf-8",
+            timeout=WAIT_S,
+        )
+        self.child.expect("Esc stops a turn")
+        self.session = self._banner_session()
+
+    def _banner_session(self) -> str:
+        found = re.search(r"session (\w+)", self.child.before + self.child.after)
+        assert found is not None
+        return found.group(1)
+
+    def line(self, text: str) -> None:
+        self.child.send(text + "\r")
+
+    def expect(self, pattern: str) -> str:
+        """Wait for ``pattern`` (a regular expression); what came before it."""
+        self.child.expect(pattern)
+        before: str = self.child.before
+        return before
+
+    def answer(self, text: str) -> None:
+        """Answer the question now on the input line."""
+        self.expect(r"\[y")  # the question's options
+        self.line(text)
+
+    def requests(self, count: int) -> list[dict[str, Any]]:
+        """Wait until the model got ``count`` main requests; their bodies."""
+        deadline = time.monotonic() + WAIT_S
+        while len(self.server.main_requests) < count:
+            assert time.monotonic() < deadline, "the model was not asked"
+            time.sleep(0.05)
+        return self.server.main_requests
+
+    def leave(self) -> None:
+        self.line("/exit")
+        self.child.expect(pexpect.EOF)
+        self.child.close()
+        assert self.child.exitstatus == 0
+
+
+@pytest.fixture
+def chat(cli: Cli) -> Iterator[Callable[..., Screen]]:
+    screens: list[Screen] = []
+    servers: list[AnthropicServer] = []
+
+    def start(script: list[Turn], *args: str, server: AnthropicServer | None = None) -> Screen:
+        if server is None:
+            server = AnthropicServer(script)
+            servers.append(server)
+        screens.append(Screen(cli, server, *args))
+        return screens[-1]
+
+    yield start
+    for screen in screens:
+        if screen.child.isalive():
+            screen.child.terminate(force=True)
+    for server in servers:
+        server.close()
+
+
+def entries(cli: Cli, session: str) -> list[dict[str, Any]]:
+    (path,) = (cli.home / "sessions").glob(f"*/{session}.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()[1:]]
+
+
+def test_text_typed_mid_turn_goes_in_at_the_next_model_call(
+    cli: Cli, root: Path, chat: Callable[..., Screen]
+) -> None:
+    screen = chat(
+        [
+            Hang(2.0, [ToolCall("write_file", {"path": "a.txt", "content": "a\n"})]),
+            "Both done.",
+        ],
+        "--allow",
+        "write_file",
+    )
+    screen.line("write a")
+    screen.requests(1)  # the model is thinking: the input line is live
+    screen.line("and mind the tests")
+    screen.expect("queued for the model's next call")
+    screen.expect("sent to the model: and mind the tests")
+    screen.expect("Both done")
+    second = screen.requests(2)[1]["messages"]
+    # After the batch's result, in the same user message: the steering text.
+    assert second[-1]["content"][0]["type"] == "tool_result"
+    assert second[-1]["content"][1] == {"type": "text", "text": "and mind the tests"}
+    kinds = [e["type"] for e in entries(cli, screen.session)]
+    assert kinds[-3:] == ["tool_result", "user", "assistant"]
+    assert (root / "a.txt").read_text() == "a\n"
+    screen.leave()
+
+
+def test_esc_stops_a_long_command_and_every_call_gets_a_result(
+    cli: Cli, root: Path, chat: Callable[..., Screen]
+) -> None:
+    screen = chat(
+        [
+            [
+                ToolCall("bash", {"command": "touch started; sleep 30; touch finished"}),
+                ToolCall("write_file", {"path": "never.txt", "content": "x\n"}),
+            ],
+            "not asked",
+        ],
+    )
+    screen.line("run the long job")
+    screen.answer("a")  # bash, for the session
+    screen.answer("y")  # write_file, once
+    deadline = time.monotonic() + WAIT_S
+    while not (root / "started").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    began = time.monotonic()
+    screen.child.send("\x1b")
+    screen.expect("interrupted: every call has its result")
+    assert time.monotonic() - began < 10
+    assert not (root / "finished").exists() and not (root / "never.txt").exists()
+    results = [e for e in entries(cli, screen.session) if e["type"] == "tool_result"]
+    assert [r.get("interrupted") for r in results] == [True, True]
+    grants = [
+        (e["tool"], e["detail"]["scope"])
+        for e in entries(cli, screen.session)
+        if e["type"] == "permission"
+    ]
+    assert grants == [("bash", "session"), ("write_file", "once")]
+    assert len(screen.server.main_requests) == 1
+    screen.leave()
+    (batch,) = cli.json("log", session=screen.session)["batches"]
+    assert {c["path"] for c in batch["changes"]} == {"started"}
+
+
+def test_undo_rewind_tree_and_fork_from_the_input_line(
+    cli: Cli, root: Path, chat: Callable[..., Screen]
+) -> None:
+    screen = chat(
+        [
+            [ToolCall("write_file", {"path": "one.txt", "content": "1\n"})],
+            "First done.",
+            [ToolCall("write_file", {"path": "two.txt", "content": "2\n"})],
+            "Second done.",
+        ],
+        "--allow",
+        "write_file",
+    )
+    screen.line("make one")
+    screen.expect("First done")
+    screen.line("make two")
+    screen.expect("Second done")
+    screen.line("/tree")
+    listed = screen.expect("make two")
+    assert "2 prompts on the current path" in listed and "make one" in listed
+    screen.line("/undo")
+    screen.expect("dry run: undo of batch 2")
+    screen.answer("n")
+    screen.expect("nothing changed")
+    assert (root / "two.txt").exists()
+    screen.line("/undo")
+    screen.answer("y")
+    screen.expect("recorded as batch 3")
+    assert not (root / "two.txt").exists() and (root / "one.txt").exists()
+    screen.line("/rewind 2")
+    screen.expect("back before prompt 2")
+    # The conversation only: files stay as they are.
+    assert (root / "one.txt").exists()
+    screen.child.send("\x15")  # Ctrl-U: clear the prompt's text put back to edit
+    screen.line("/fork 1")
+    screen.expect(r"forked session \w+ into (\w+)")
+    forked = screen.child.match.group(1)
+    assert forked != screen.session
+    screen.leave()
+    ids = {s["id"] for s in cli.json("sessions")["sessions"]}
+    assert ids == {screen.session, forked}
+    # The fork holds nothing of prompt 1 on; the source is back before prompt 2.
+    assert [p["text"] for p in cli.json("tree", session=forked)["prompts"]] == []
+    assert [p["text"] for p in cli.json("tree", session=screen.session)["prompts"]] == ["make one"]
+
+
+def test_continue_lands_on_the_same_session_and_ctrl_c_twice_leaves(
+    cli: Cli, root: Path, chat: Callable[..., Screen]
+) -> None:
+    server = AnthropicServer(["Hello there.", "Again, hello."])
+    try:
+        first = chat([], server=server)
+        first.line("hi")
+        first.expect("Hello there")
+        first.child.send("\x03")
+        first.expect("Ctrl-C again")
+        first.child.send("\x03")
+        first.child.expect(pexpect.EOF)
+        second = chat([], "--continue", server=server)
+        assert second.session == first.session
+        second.line("hi again")
+        second.expect("Again, hello")
+        second.leave()
+        sent = server.main_requests[-1]["messages"]
+        assert [m["content"][0]["text"] for m in sent] == ["hi", "Hello there.", "hi again"]
+    finally:
+        server.close()
+    assert os.listdir(root) == []
+
+
+def test_the_other_slash_commands_say_what_the_cli_says(
+    cli: Cli, root: Path, chat: Callable[..., Screen]
+) -> None:
+    (root / "app.py").write_text("x = 1\n")
+    screen = chat(
+        [
+            [ToolCall("edit", {"path": "app.py", "old": "x = 1", "new": "x = 2"})],
+            "Edited.",
+            "SUMMARY: app.py edited.",
+        ],
+        "--allow",
+        "edit",
+    )
+    screen.line("edit app")
+    screen.expect("Edited")
+    screen.line("/diff")
+    screen.expect(r"\+x = 2")
+    screen.line("/log")
+    screen.expect(r"edit app\.py\s+\+0 ~1 -0")
+    screen.line("/compact")
+    screen.expect("compacted: the context now starts from a summary")
+    screen.line("/model")
+    screen.expect("model: anthropic:claude-test")
+    screen.line("/nonsense")
+    screen.expect(r"no command /nonsense \(/help lists them\)")
+    screen.line("/help")
+    screen.expect("/rewind N --code")
+    screen.line("/rewind 1 --code")
+    screen.expect("dry run: rewind of batch 1")
+    screen.answer("y")
+    screen.expect("back before prompt 1")
+    assert (root / "app.py").read_text() == "x = 1\n"
+    screen.child.send("\x15")
+    other = cli.new_session()
+    screen.line("/sessions")
+    screen.expect(other)
+    screen.line(f"/resume {other}")
+    screen.expect(f"now in session {other}")
+    screen.leave()
+    kinds = [e["type"] for e in entries(cli, screen.session)]
+    assert "compaction" in kinds and kinds[-1] == "navigation"
