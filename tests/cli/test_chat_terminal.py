@@ -28,7 +28,9 @@ WAIT_S = 60
 class Screen:
     """``earshot chat`` running on a pseudo-terminal, and its model."""
 
-    def __init__(self, cli: Cli, server: AnthropicServer, *args: str) -> None:
+    def __init__(
+        self, cli: Cli, server: AnthropicServer, *args: str, command: str = "chat"
+    ) -> None:
         self.server = server
         env = cli.env(
             ANTHROPIC_BASE_URL=server.url,
@@ -40,7 +42,9 @@ class Screen:
         )
         self.child = pexpect.spawn(
             str(EARSHOT),
-            ["chat", "--model", "anthropic:claude-test", *args],
+            [command, "--model", "anthropic:claude-test", *args]
+            if command
+            else ["--model", "anthropic:claude-test", *args],
             cwd=str(cli.root),
             env=env,
             dimensions=(50, 160),
@@ -89,11 +93,13 @@ def chat(cli: Cli) -> Iterator[Callable[..., Screen]]:
     screens: list[Screen] = []
     servers: list[AnthropicServer] = []
 
-    def start(script: list[Turn], *args: str, server: AnthropicServer | None = None) -> Screen:
+    def start(
+        script: list[Turn], *args: str, server: AnthropicServer | None = None, command: str = "chat"
+    ) -> Screen:
         if server is None:
             server = AnthropicServer(script)
             servers.append(server)
-        screens.append(Screen(cli, server, *args))
+        screens.append(Screen(cli, server, *args, command=command))
         return screens[-1]
 
     yield start
@@ -232,7 +238,8 @@ def test_continue_lands_on_the_same_session_and_ctrl_c_twice_leaves(
         first.expect("Ctrl-C again")
         first.child.send("\x03")
         first.child.expect(pexpect.EOF)
-        second = chat([], "--continue", server=server)
+        # 'earshot --continue' alone: the chat, on the same session.
+        second = chat([], "--continue", server=server, command="")
         assert second.session == first.session
         second.line("hi again")
         second.expect("Again, hello")
