@@ -12,6 +12,7 @@ this?) is asked on the input line itself: its next line answers it.
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -63,16 +64,26 @@ class Terminal:
         self._leaving = False
         self._last_ctrl_c = 0.0
         self._session: PromptSession[str] | None = None
+        self._signalled: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.chat = make_chat(self)
 
     # -- running ---------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self) -> int | None:
+        """Until the person leaves; the signal that ended it, if one did."""
         asyncio.run(self._main())
+        return self._signalled
+
+    def _on_signal(self, signum: int) -> None:
+        """SIGTERM, SIGHUP (the terminal closed): stop the turn, record it, leave."""
+        self._signalled = signum
+        self.leave()
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            self._loop.add_signal_handler(sig, self._on_signal, int(sig))
         self._session = PromptSession(
             message=self._message,
             key_bindings=self._bindings(),

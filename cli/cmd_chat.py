@@ -32,9 +32,6 @@ from .common import EXIT_ERROR, configure_logging, fail, tracker
 class _Quiet:
     """Print mode's ``Events``: only what a script must know goes to stderr."""
 
-    def __init__(self) -> None:
-        self.batches: list[int] = []
-
     def text(self, delta: str) -> None:
         pass
 
@@ -45,7 +42,7 @@ class _Quiet:
         pass
 
     def batch(self, batch: Any) -> None:
-        self.batches.append(batch.seq)
+        pass
 
     def injected(self, text: str) -> None:
         pass
@@ -154,7 +151,9 @@ def _terminal(
         ident = workspace.open_session(given, most_recent=most_recent, new=new)
         return Chat(workspace, ident, model, face, grants=Grants(allowed))
 
-    Terminal(make_chat).run()
+    signalled = Terminal(make_chat).run()
+    if signalled is not None:
+        sys.exit(128 + signalled)
 
 
 @click.command()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -292,3 +293,22 @@ def test_the_other_slash_commands_say_what_the_cli_says(
     screen.leave()
     kinds = [e["type"] for e in entries(cli, screen.session)]
     assert "compaction" in kinds and kinds[-1] == "navigation"
+
+
+def test_the_terminal_closing_mid_command_records_the_batch_and_leaves(
+    cli: Cli, root: Path, chat: Callable[..., Screen]
+) -> None:
+    screen = chat([[ToolCall("bash", {"command": "touch started; sleep 30"})]], "--allow", "bash")
+    screen.line("run it")
+    deadline = time.monotonic() + WAIT_S
+    while not (root / "started").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    screen.child.kill(signal.SIGHUP)
+    screen.child.expect(pexpect.EOF)
+    screen.child.close()
+    assert screen.child.exitstatus == 128 + signal.SIGHUP
+    (result,) = [e for e in entries(cli, screen.session) if e["type"] == "tool_result"]
+    assert result["interrupted"] is True
+    (batch,) = cli.json("log", session=screen.session)["batches"]
+    assert batch["interrupted"] is False and {c["path"] for c in batch["changes"]} == {"started"}
