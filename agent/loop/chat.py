@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from earshot.agent.core.batch import Batch
 from earshot.agent.core.calls import Bash, Call, EditFile, WriteFile, error_text
 from earshot.agent.core.command import Ran, run_command
-from earshot.agent.core.engine import Outcome
+from earshot.agent.core.engine import BatchNotRecorded, Outcome
 from earshot.agent.log.entries import (
     AssistantMessage,
     Body,
@@ -191,6 +191,9 @@ class Chat:
         """Run ``prompt`` to the end (or to an interruption, or a provider error)."""
         self._cancel = Cancel()
         out = TurnResult()
+        # A call of an earlier turn left unanswered (its results could not be
+        # written) gets its "interrupted" result: the request must be whole.
+        self.log.close_interrupted_tool_calls()
         self._append(UserMessage(prompt))
         while True:
             self._inject()
@@ -232,7 +235,7 @@ class Chat:
             self._append(UserMessage(text))
             self.events.injected(text)
 
-    def _ask_model(self, extra: str | None = None, tools: bool = True) -> Reply:
+    def _ask_model(self, extra: str | None = None) -> Reply:
         """The model's reply, on a thread of its own: an interruption returns at once.
 
         A server that has not begun to answer holds the SDK in a blocking
@@ -243,7 +246,8 @@ class Chat:
         messages = messages_of(self.log.context())
         if extra is not None:
             messages = _with_user_text(messages, extra)
-        request = Request(system_prompt(self.workspace.root), messages, TOOLS if tools else ())
+        # Tools even to compact: a conversation holding tool calls needs them declared.
+        request = Request(system_prompt(self.workspace.root), messages, TOOLS)
         cancel = self._cancel
         streamed: list[str] = []
         box: dict[str, Any] = {}
@@ -291,15 +295,15 @@ class Chat:
                 outputs[position] = Output(use.id, denied, True)
             else:
                 runnable.append((position, use, call))
-        outcome = None
+        outcome: Outcome | str | None = None
         if runnable and not self._cancel.is_set:
             outcome = self._batch([call for _, _, call in runnable])
-            if outcome is not None:
+            if isinstance(outcome, Outcome):
                 for position, output in self._outputs(runnable, outcome):
                     outputs[position] = output
             else:
                 for position, use, _ in runnable:
-                    outputs[position] = Output(use.id, "not run: the batch could not start", True)
+                    outputs[position] = Output(use.id, outcome, True)
         results: list[Body] = []
         for use, maybe in zip(uses, outputs, strict=True):
             output = maybe or Output(use.id, NOT_RUN, True)
@@ -307,7 +311,7 @@ class Chat:
             results.append(ToolResult(use.id, output.text, output.is_error, interrupted))
             self.events.result(use, output)
         self.log.append_many(results)
-        if outcome is None:
+        if not isinstance(outcome, Outcome):
             return None
         self.events.batch(outcome.batch)
         return outcome.batch.seq
@@ -326,14 +330,18 @@ class Chat:
         self._append(Permission(tool, {"scope": answer.value, "call": use.id}))
         return True
 
-    def _batch(self, calls: list[Call]) -> Outcome | None:
+    def _batch(self, calls: list[Call]) -> Outcome | str:
+        """The batch's outcome, or what each of its calls is told when there is none."""
         self._commands = []
         try:
             with self.workspace.engine(self.session, runner=self._runner) as engine:
                 return engine.run_batch(calls)
-        except (EarshotError, OSError) as exc:  # said to the person; the calls did not run
+        except BatchNotRecorded as exc:  # the calls ran: their results are lost
+            self.events.notice(str(exc))
+            return f"[this call ran, but its result is lost: {exc}]"
+        except (EarshotError, OSError) as exc:  # before any call ran
             self.events.notice(error_text(exc))
-            return None
+            return f"not run: {error_text(exc)}"
 
     def _outputs(
         self, runnable: list[tuple[int, Use, Call]], outcome: Outcome
@@ -387,7 +395,7 @@ class Chat:
     def compact(self) -> str:
         """Have the model summarise the conversation; the context then starts from it."""
         self._cancel = Cancel()
-        reply = self._ask_model(COMPACT_ASK, tools=True)
+        reply = self._ask_model(COMPACT_ASK)
         if reply.stop == "interrupted":
             raise ProviderError("the compaction was interrupted; nothing changed")
         summary = reply.text.strip()

@@ -417,3 +417,41 @@ def test_a_hanging_model_is_stopped_by_sigterm_with_nothing_run(
     assert proc.wait(timeout=20) == 128 + signal.SIGTERM
     assert not (root / "ran").exists()
     assert os.listdir(root) == []
+
+
+# -- a full disk, a kill ----------------------------------------------------------------
+
+
+def test_a_batch_the_full_store_cannot_record_is_never_lost_and_the_model_is_told(
+    cli: Cli, root: Path, agent: Callable[[list[Turn]], Agent]
+) -> None:
+    (root / "precious.txt").write_text("keep me\n")
+    model = agent([[ToolCall("bash", {"command": "rm precious.txt"})], "noted", "again"])
+    ran = model.chat("clean", "--allow", "bash", EARSHOT_FAULTS="batch-commit=enospc")
+    assert "is not recorded yet" in ran.stderr
+    (told,) = [t for t in texts_sent(model) if "result is lost" in t]
+    assert "No space left on device" in told
+    assert not (root / "precious.txt").exists()
+    # The next command records the batch from its intent; undo brings the file back.
+    cli.run("undo")
+    assert (root / "precious.txt").read_text() == "keep me\n"
+    assert model.chat("go on", "--continue").json()["text"] == "again"
+
+
+def test_a_chat_killed_mid_batch_loses_nothing_and_its_session_goes_on(
+    cli: Cli, root: Path, agent: Callable[[list[Turn]], Agent]
+) -> None:
+    (root / "precious.txt").write_text("keep me\n")
+    model = agent([[ToolCall("bash", {"command": "rm precious.txt"})], "resumed fine"])
+    killed = model.chat(
+        "clean", "--allow", "bash", expect=None, EARSHOT_FAULTS="batch-command=kill"
+    )
+    assert killed.rc == -signal.SIGKILL
+    assert "interrupted" in cli.run("log").stderr
+    cli.run("undo")
+    assert (root / "precious.txt").read_text() == "keep me\n"
+    # The call the kill left unanswered gets its "interrupted" result: the
+    # next request is whole, and the model sees what happened.
+    doc = model.chat("what happened?", "--continue").json()
+    assert doc["text"] == "resumed fine"
+    assert any("interrupted" in t for t in texts_sent(model))
