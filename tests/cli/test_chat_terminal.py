@@ -210,6 +210,11 @@ def test_undo_rewind_tree_and_fork_from_the_input_line(
     screen.answer("y")
     screen.expect("recorded as batch 3")
     assert not (root / "two.txt").exists() and (root / "one.txt").exists()
+    screen.line("/redo")
+    screen.expect("dry run: redo of batch 2")
+    screen.answer("y")
+    screen.expect("recorded as batch 4")
+    assert (root / "two.txt").read_text() == "2\n"
     screen.line("/rewind 2")
     screen.expect("back before prompt 2")
     # The conversation only: files stay as they are.
