@@ -22,7 +22,7 @@ from pathlib import PurePosixPath
 from .digest import Digest
 from .errors import EarshotError
 from .ignore import IgnoreRules
-from .scan import Scanner, entry_from_key, fsencode, is_temp_name, join
+from .scan import MAX_DEPTH, Scanner, entry_from_key, fsencode, is_temp_name, join
 from .tree import Kind, TreeEntry, Unrecorded
 
 #: Trie of named paths; an empty dict under a name means "this whole entry".
@@ -59,7 +59,8 @@ def _trie(paths: Iterable[str]) -> _Trie:
     trie: _Trie = {}
     for path in paths:
         node = trie
-        parts = path.split("/")
+        # Deeper than a scan records: its deepest recorded ancestor stands for it.
+        parts = path.split("/")[:MAX_DEPTH]
         for i, part in enumerate(parts):
             if i == len(parts) - 1:
                 node[part] = {}  # the whole entry, whatever was named below it

@@ -39,9 +39,10 @@ from .tree import Kind, TreeEntry, Unrecorded
 
 DeleteRule = Callable[[str, TreeEntry], bool]
 
-_UNRECORDED = "too large, unreadable or special"
+_UNRECORDED = "too large, unreadable, special or too deep"
 _WHY = {
     Unrecorded.TOO_LARGE: "too large",
+    Unrecorded.TOO_DEEP: "too deep to record",
     Unrecorded.UNREADABLE: "unreadable",
     Unrecorded.SPECIAL: "a special file or file system",
 }
@@ -140,7 +141,7 @@ class _Planner:
         """
         if cur.kind is Kind.UNRECORDED:
             self.plan.skipped.append(
-                (path, "not recorded (too large, unreadable or special); kept")
+                (path, f"not recorded ({_UNRECORDED}); kept")
             )
             return False
         if rules.is_ignored(path, cur.kind is Kind.DIR):
@@ -224,6 +225,10 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
+#: Levels of directories whose descriptors ``DirHandles`` keeps open.
+_KEPT_DEPTH = 32
+
+
 class DirHandles:
     """Directory descriptors under the root, opened one component at a time."""
 
@@ -232,18 +237,37 @@ class DirHandles:
         self._open: dict[str, int] = {"": self.root_fd}
 
     def dir_fd(self, rel_dir: str) -> int:
+        """The directory's descriptor, each component opened without following links.
+
+        A loop, not a recursion: a path may hold a thousand components. The
+        descriptors of the first ``_KEPT_DEPTH`` levels are kept for the
+        next call; deeper ones only while they are walked through, so a deep
+        path cannot spend the process's descriptors.
+        """
         fd = self._open.get(rel_dir)
         if fd is not None:
             return fd
-        parent, _, name = rel_dir.rpartition("/")
-        parent_fd = self.dir_fd(parent)
+        parts = rel_dir.split("/")
+        known = len(parts) - 1
+        while known > 0 and "/".join(parts[:known]) not in self._open:
+            known -= 1
+        fd = self._open["/".join(parts[:known])] if known else self.root_fd
+        passing: list[int] = []
         try:
-            fd = os.open(os.fsencode(name), _DIR_FLAGS, dir_fd=parent_fd)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise UnsafePath(rel_dir) from None
-            raise
-        self._open[rel_dir] = fd
+            for depth in range(known, len(parts)):
+                try:
+                    fd = os.open(os.fsencode(parts[depth]), _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise UnsafePath(rel_dir) from None
+                    raise
+                if depth < _KEPT_DEPTH or depth == len(parts) - 1:
+                    self._open["/".join(parts[: depth + 1])] = fd
+                else:
+                    passing.append(fd)
+        finally:
+            for transient in passing:
+                os.close(transient)
         return fd
 
     def parent(self, rel: str) -> tuple[int, bytes]:

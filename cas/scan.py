@@ -52,6 +52,12 @@ IGNORE_FILES = (".gitignore", ".earshotignore", ".git")
 #: to trust its stat: it never matches, so the next scan judges again.
 RACY_INDEX = b"racy"
 DEFAULT_MAX_FILE_SIZE = 64 << 20
+#: Directory levels recorded below the root. A deeper directory is kept as
+#: unrecorded (``Unrecorded.TOO_DEEP``): never walked, so never deleted or
+#: overwritten by a restore or an undo. Every walk over trees recurses a few
+#: frames a level; 128 levels stay far inside Python's recursion limit, and
+#: far beyond real trees (the kernel's deepest file is 11 levels down).
+MAX_DEPTH = 128
 #: Entries modified this close to the scan start are not trusted next time.
 DEFAULT_RACY_MARGIN_NS = 2_000_000_000
 _S_IFREG = stat.S_IFREG
@@ -369,6 +375,11 @@ class Scanner:
         if st.st_nlink > 1 and stat.S_ISREG(mode):
             self.report.linked.append(rel)
         if stat.S_ISDIR(mode):
+            if rel.count("/") >= MAX_DEPTH - 1:
+                self.report.warnings.append(
+                    f"{rel[:60]}...: more than {MAX_DEPTH} levels deep, not recorded"
+                )
+                return self._unrecorded(rel, perm, 0, Unrecorded.TOO_DEEP)
             outer = self._dev
             if st.st_dev != outer:
                 special = self.mounts.special_type(path)

@@ -45,6 +45,8 @@ class Unrecorded(IntEnum):
     TOO_LARGE = 1
     UNREADABLE = 2
     SPECIAL = 3
+    #: A directory deeper than ``scan.MAX_DEPTH`` levels: kept, never walked.
+    TOO_DEEP = 4
 
 
 class CorruptTree(EarshotError):

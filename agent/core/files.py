@@ -33,13 +33,24 @@ from earshot.cas import faults
 from earshot.cas.errors import EarshotError
 from earshot.cas.restage import PathOutsideRoot, relative_path
 from earshot.cas.restore import DirHandles, UnsafePath
-from earshot.cas.scan import TEMP_PREFIX
+from earshot.cas.scan import MAX_DEPTH, TEMP_PREFIX
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 #: Symlinks followed in one path at most, as the kernel's lookup allows (ELOOP).
 MAX_LINKS = 40
+
+
+class TooDeep(EarshotError):
+    """A write deeper than earshot records a tree: undo could not take it back."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"{path[:60]}...: more than {MAX_DEPTH} directories deep; earshot records "
+            f"{MAX_DEPTH} levels, so this write is refused"
+        )
+        self.path = path
 
 
 class BadPath(EarshotError):
@@ -191,6 +202,8 @@ def prepare_call(root: str, call: Call, protected: Collection[str] = ()) -> Call
         raise IsADirectoryError(errno.EISDIR, "a path ending in / names a directory", call.path)
     rel = resolve(root, call.path, protected)
     if not isinstance(call, ReadFile):
+        if rel.count("/") >= MAX_DEPTH:
+            raise TooDeep(rel)
         check_writable(root, rel, protected)
     return replace(call, path=rel)
 

@@ -33,9 +33,13 @@ from earshot.cas.tree import Kind, TreeEntry
 NOT_BY_A_CALL = "not made by a call of this session; kept"
 #: A path whose state before the batch earshot never held (over the size
 #: limit, unreadable, a FIFO): it cannot be brought back, and is not touched.
-NOT_HELD_BEFORE = "its state before was not recorded (too large, unreadable or special); kept"
+NOT_HELD_BEFORE = (
+    "its state before was not recorded (too large, unreadable, special or too deep); kept"
+)
 #: A path present now whose content earshot does not hold: never overwritten or deleted.
-NOT_HELD_NOW = "not recorded as it is now (too large, unreadable or special); left alone"
+NOT_HELD_NOW = (
+    "not recorded as it is now (too large, unreadable, special or too deep); left alone"
+)
 
 
 @dataclass(slots=True)
