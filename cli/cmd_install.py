@@ -9,12 +9,8 @@ written whole (a temp file renamed over it) after a copy of it is kept as
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +22,24 @@ from earshot.agent.hooks.settings import (
     EVENTS,
     HookCommand,
     add_hooks,
-    codex_trust,
     command_file,
     installed,
     remove_hooks,
     settings_file,
-    with_trust,
-    without_trust,
 )
+from earshot.cas.errors import EarshotError
 
 from . import render
 from .common import configure_logging, fail
+from .install_files import (
+    Settings,
+    drop_trust,
+    remember_hooks_config,
+    restore_hooks_config,
+    trust_plan,
+    turns_on_hooks,
+)
+from .settings_io import write_bytes
 
 _NAMES = {"claude": "Claude Code", "codex": "Codex CLI", "gemini": "Gemini CLI"}
 
@@ -48,76 +51,6 @@ def _program(given: str | None) -> tuple[str, ...]:
         return (given,)
     main = Path(__file__).with_name("__main__.py")
     return (os.path.abspath(sys.executable), str(main.resolve()))
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        fail(f"{path}: cannot read it ({exc}); nothing was written")
-    if not text.strip():
-        return {}
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        fail(f"{path}: not JSON ({exc}); fix it or move it away, nothing was written")
-    if not isinstance(doc, dict):
-        fail(f"{path}: not a JSON object; fix it or move it away, nothing was written")
-    if not _writable_back(doc):
-        fail(
-            f"{path}: holds a number too large for JSON to write back (1e999); nothing was written"
-        )
-    return dict(doc)
-
-
-def _writable_back(value: Any) -> bool:
-    """Whether ``value`` survives a write (json reads 1e999 as inf, then writes Infinity)."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(_writable_back(v) for v in value.values())
-    if isinstance(value, list):
-        return all(_writable_back(v) for v in value)
-    return True
-
-
-def _write(path: Path, doc: dict[str, Any]) -> str | None:
-    """Write ``doc`` to ``path`` through a temp file; return the backup kept, if any.
-
-    A settings file that is a symbolic link (kept with someone's dotfiles) is
-    written where it leads, and stays a link.
-    """
-    path = Path(os.path.realpath(path))
-    try:
-        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate escaped in the file: keep it escaped
-        data = (json.dumps(doc, indent=2, ensure_ascii=True) + "\n").encode()
-    backup = None
-    mode = 0o644
-    temp = path.with_name(f".{path.name}.earshot-tmp-{os.getpid()}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            backup = f"{path}.bak-{stamp}"
-            shutil.copy2(path, backup)
-            mode = path.stat().st_mode & 0o7777
-        with open(temp, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except OSError as exc:
-        temp.unlink(missing_ok=True)
-        if backup is not None:
-            Path(backup).unlink(missing_ok=True)
-        where = exc.filename or path
-        fail(f"{where}: cannot write it ({exc.strerror or exc}); nothing was written")
-    return backup
 
 
 def _target(agent: str, user: bool, root: str) -> Path:
@@ -256,16 +189,41 @@ def install(
     configure_logging(0)
     if trust and agent != "codex":
         fail("--trust is for codex: the other agents run the hooks in their settings")
-    path = _target(agent, user, root)
-    doc = _read(path)
+    try:
+        _install(agent, user, root, dry_run, as_json, strict, trust, program)
+    except EarshotError as exc:
+        fail(str(exc), exc.exit_code)
+
+
+def _install(
+    agent: str,
+    user: bool,
+    root: str,
+    dry_run: bool,
+    as_json: bool,
+    strict: bool,
+    trust: bool,
+    program: str | None,
+) -> None:
+    # Everything is read and checked before anything is written.
+    settings = Settings.read(_target(agent, user, root), None if user else Path(root))
     command = HookCommand(_program(program), agent, strict)
-    new = add_hooks(doc, command)
-    hooks_changed = new != doc
-    backup = _write(path, new) if hooks_changed and not dry_run else None
+    new = add_hooks(settings.doc, command)
+    hooks_changed = new != settings.doc
+    config = trust_plan(settings.real, new) if trust else None
+    backup = None
+    if hooks_changed and not dry_run:
+        remember_hooks_config(agent, settings, new)
+        backup = settings.write(new)
     wrote, kept = _put_command(_command_file(agent, user, root), dry_run)
-    trusted = _set_trust(path, new, dry_run) if trust else None
+    trusted = None
+    if config is not None:
+        trusted = str(config[0].path)
+        if not dry_run:
+            write_bytes(config[0].real, config[1].encode("utf-8"), config[0].old)
     changed = hooks_changed or wrote is not None or bool(trusted)
     events = [event for event, _ in EVENTS[agent]]
+    path = settings.path
     result = {
         "agent": agent,
         "file": str(path),
@@ -286,6 +244,11 @@ def install(
     else:
         lines = [f"{verb} earshot's hooks to {path} ({name}):"]
         lines += [f"  {event}: {command.line()}" for event in events]
+        if turns_on_hooks(agent, settings.doc, new):
+            lines.append(
+                "  and hooksConfig.enabled, which was off: the other hooks there run too "
+                "('earshot uninstall gemini' turns it off again)"
+            )
         if backup:
             lines.append(f"the file as it was is kept as {backup}")
     if wrote:
@@ -296,46 +259,6 @@ def install(
         lines.append(f"{'would trust' if dry_run else 'trusted'} them in {trusted}")
     lines.append("nothing changed" if not changed else _next_steps(agent, user))
     render.emit(result, "\n".join(lines), as_json)
-
-
-def _codex_config() -> Path:
-    home = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
-    return Path(home) / "config.toml"
-
-
-def _set_trust(hooks_file: Path, doc: dict[str, Any], dry_run: bool) -> str | None:
-    """Trust earshot's Codex hooks in Codex's own config; the file changed, if any."""
-    config = _codex_config()
-    try:
-        text = config.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    new = with_trust(text, codex_trust(str(hooks_file.resolve()), doc))
-    if new == text:
-        return None
-    if not dry_run:
-        config.parent.mkdir(parents=True, exist_ok=True)
-        if config.exists():
-            shutil.copy2(config, f"{config}.bak-{time.strftime('%Y%m%d-%H%M%S')}")
-        temp = config.with_name(f".{config.name}.earshot-tmp-{os.getpid()}")
-        temp.write_text(new, encoding="utf-8")
-        os.replace(temp, config)
-    return str(config)
-
-
-def _drop_trust(hooks_file: Path, doc: dict[str, Any]) -> None:
-    """Take earshot's trust entries out of Codex's config, if any."""
-    config = _codex_config()
-    try:
-        text = config.read_text(encoding="utf-8")
-    except (FileNotFoundError, UnicodeDecodeError):
-        return
-    keys = list(codex_trust(str(hooks_file.resolve()), doc))
-    new = without_trust(text, keys)
-    if new != text:
-        temp = config.with_name(f".{config.name}.earshot-tmp-{os.getpid()}")
-        temp.write_text(new, encoding="utf-8")
-        os.replace(temp, config)
 
 
 def _next_steps(agent: str, user: bool) -> str:
@@ -363,16 +286,24 @@ def uninstall(agent: str, user: bool, root: str, dry_run: bool, as_json: bool) -
     on the batches already made.
     """
     configure_logging(0)
-    path = _target(agent, user, root)
-    doc = _read(path)
+    try:
+        _uninstall(agent, user, root, dry_run, as_json)
+    except EarshotError as exc:
+        fail(str(exc), exc.exit_code)
+
+
+def _uninstall(agent: str, user: bool, root: str, dry_run: bool, as_json: bool) -> None:
+    settings = Settings.read(_target(agent, user, root), None if user else Path(root))
+    doc = settings.doc
     found = installed(doc, agent)
-    if agent == "codex" and not dry_run:
-        _drop_trust(path, doc)
+    untrusted = drop_trust(settings.real, doc, dry_run) if agent == "codex" else None
     new = remove_hooks(doc, agent)
+    switched = restore_hooks_config(agent, settings, new, dry_run) if found else False
     hooks_changed = new != doc
-    backup = _write(path, new) if hooks_changed and not dry_run else None
+    backup = settings.write(new) if hooks_changed and not dry_run else None
     dropped = _drop_command(_command_file(agent, user, root), dry_run)
-    changed = hooks_changed or dropped is not None
+    changed = hooks_changed or dropped is not None or untrusted is not None
+    path = settings.path
     result = {
         "agent": agent,
         "file": str(path),
@@ -381,13 +312,18 @@ def uninstall(agent: str, user: bool, root: str, dry_run: bool, as_json: bool) -
         "backup": backup,
         "events": found,
         "slash_command": dropped,
+        "untrusted": untrusted,
     }
     verb = "would remove" if dry_run else "removed"
     lines = []
     if hooks_changed:
         lines.append(f"{verb} earshot's hooks from {path}: {', '.join(found)}")
+        if switched:
+            lines.append("  and gave hooksConfig.enabled back the value it had before install")
         if backup:
             lines.append(f"the file as it was is kept as {backup}")
+    if untrusted:
+        lines.append(f"{verb} their trust entries from {untrusted}")
     if dropped:
         lines.append(f"{verb} the command /earshot ({dropped})")
     if not changed:

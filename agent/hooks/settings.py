@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from earshot.agent.hooks.quick import READ_ONLY
+from earshot.cas.errors import EarshotError
 
 
 def _all_but_read_only(agent: str) -> str:
@@ -124,10 +125,21 @@ def _entry(agent: str, command: HookCommand) -> dict[str, Any]:
     return hook
 
 
-def _without_ours(groups: Any, agent: str) -> list[Any]:
-    """An event's matcher groups with earshot's hooks taken out (a group left empty goes)."""
+class NotHooks(EarshotError):
+    """Settings whose hooks are not the agent's shape: earshot adds nothing to them."""
+
+    def __init__(self, where: str, what: str) -> None:
+        super().__init__(
+            f"{where} is {what}, not what the agent reads; fix it or move it away "
+            "(nothing was written)"
+        )
+
+
+def _without_ours(groups: Any, agent: str) -> Any:
+    """An event's matcher groups with earshot's hooks taken out (a group left empty
+    goes); anything that is not a list of groups is not earshot's, and stays."""
     if not isinstance(groups, list):
-        return []
+        return groups
     out = []
     for group in groups:
         hooks = group.get("hooks") if isinstance(group, dict) else None
@@ -146,11 +158,13 @@ def add_hooks(doc: dict[str, Any], command: HookCommand) -> dict[str, Any]:
     """``doc`` with earshot's hooks for ``command.agent``, and nothing else changed."""
     agent = command.agent
     out = copy.deepcopy(doc)
-    hooks = out.get("hooks")
+    hooks = out.get("hooks", {})
     if not isinstance(hooks, dict):
-        hooks = {}
+        raise NotHooks('"hooks"', f"a {type(hooks).__name__}")
     for event, matcher in EVENTS[agent]:
-        groups = _without_ours(hooks.get(event), agent)
+        groups = _without_ours(hooks.get(event, []), agent)
+        if not isinstance(groups, list):
+            raise NotHooks(f'"hooks"."{event}"', f"a {type(groups).__name__}")
         group: dict[str, Any] = {"hooks": [_entry(agent, command)]}
         if matcher is not None:
             group = {"matcher": matcher, **group}
@@ -163,22 +177,24 @@ def add_hooks(doc: dict[str, Any], command: HookCommand) -> dict[str, Any]:
 
 
 def remove_hooks(doc: dict[str, Any], agent: str) -> dict[str, Any]:
-    """``doc`` without earshot's hooks for ``agent``; events left with none go, and
-    so does ``hooks`` when nothing is left in it. Anything else stays (Gemini's
-    ``hooksConfig`` too: other hooks may need it)."""
+    """``doc`` without earshot's hooks for ``agent``; an event earshot's removal
+    leaves with none goes, and so does ``hooks`` when that leaves it empty.
+    Anything else stays as it was (Gemini's ``hooksConfig``: see the caller)."""
     out = copy.deepcopy(doc)
     hooks = out.get("hooks")
     if not isinstance(hooks, dict):
         return out
+    removed = False
     for event in list(hooks):
         before = hooks[event]
         after = _without_ours(before, agent)
         if after != before:
+            removed = True
             if after:
                 hooks[event] = after
             else:
                 del hooks[event]
-    if not hooks:
+    if removed and not hooks:
         del out["hooks"]
     return out
 
@@ -188,11 +204,7 @@ def installed(doc: dict[str, Any], agent: str) -> list[str]:
     hooks = doc.get("hooks")
     if not isinstance(hooks, dict):
         return []
-    found = []
-    for event, groups in hooks.items():
-        if _without_ours(groups, agent) != (groups if isinstance(groups, list) else []):
-            found.append(event)
-    return found
+    return [event for event, groups in hooks.items() if _without_ours(groups, agent) != groups]
 
 
 def settings_file(agent: str, scope: str, root: str, home: str, codex_home: str | None) -> str:

@@ -73,10 +73,8 @@ def test_installing_twice_changes_nothing_and_uninstall_gives_the_file_back(
     assert path.read_text() == first
     removed = cli.run("uninstall", agent, "--json").json()
     assert removed["changed"] is True
-    doc = json.loads(path.read_text())
-    if agent == "gemini":
-        doc.pop("hooksConfig")  # kept: other hooks may need it
-    assert doc == OTHERS
+    # Gemini's hooksConfig.enabled, which install turned on, goes too.
+    assert json.loads(path.read_text()) == OTHERS
     assert cli.run("uninstall", agent, "--json").json()["changed"] is False
 
 
@@ -208,15 +206,149 @@ def test_a_hook_that_only_mentions_earshot_is_someone_else_s(cli: Cli, root: Pat
 def test_a_settings_file_that_is_a_link_is_written_where_it_leads(
     cli: Cli, root: Path, tmp_path: Path
 ) -> None:
+    home = tmp_path / "person"
     dotfiles = tmp_path / "dotfiles"
     dotfiles.mkdir()
     target = dotfiles / "claude-settings.json"
     target.write_text('{"model": "opus"}')
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "settings.json").symlink_to(target)
+    cli.run("install", "claude", "--user", env=cli.env(HOME=str(home)))
+    assert (home / ".claude" / "settings.json").is_symlink()
+    assert "PreToolUse" in json.loads(target.read_text())["hooks"]
+    # Codex's config.toml too: trusted where the link leads, the link kept.
+    codex_home = tmp_path / "codex"
+    codex_home.mkdir()
+    config = dotfiles / "codex-config.toml"
+    config.write_text('model = "gpt-5.5"\n')
+    (codex_home / "config.toml").symlink_to(config)
+    env = cli.env(HOME=str(home), CODEX_HOME=str(codex_home))
+    cli.run("install", "codex", "--user", "--trust", env=env)
+    assert (codex_home / "config.toml").is_symlink() and "trusted_hash" in config.read_text()
+
+
+@pytest.mark.parametrize("where", ["nowhere", "outside"])
+def test_a_project_s_settings_link_to_nothing_or_out_of_the_project_is_never_followed(
+    cli: Cli, root: Path, tmp_path: Path, where: str
+) -> None:
+    target = tmp_path / "elsewhere" / "x.json"
+    if where == "outside":
+        target.parent.mkdir()
+        target.write_text('{"other": "program"}')
     (root / ".claude").mkdir()
     (root / ".claude" / "settings.json").symlink_to(target)
-    cli.run("install", "claude")
-    assert (root / ".claude" / "settings.json").is_symlink()
-    assert "PreToolUse" in json.loads(target.read_text())["hooks"]
+    ran = cli.run("install", "claude", expect=1)
+    assert "not followed; nothing was written" in ran.stderr
+    if where == "outside":
+        assert target.read_text() == '{"other": "program"}'
+    else:
+        assert not target.parent.exists()
+
+
+def test_uninstall_keeps_every_hook_and_key_it_does_not_own(cli: Cli, root: Path) -> None:
+    path = root / ".claude" / "settings.json"
+    path.parent.mkdir()
+    theirs = {
+        "hooks": {
+            "Notification": {"matcher": "", "hooks": [{"type": "command", "command": "notify"}]},
+            "Stop": [],
+        },
+        "model": "opus",
+    }
+    path.write_text(json.dumps(theirs))
+    ran = cli.run("uninstall", "claude", "--json").json()
+    assert ran["changed"] is False and json.loads(path.read_text()) == theirs
+    path.write_text(json.dumps({"hooks": {}, "model": "opus"}))
+    cli.run("uninstall", "claude")
+    assert json.loads(path.read_text()) == {"hooks": {}, "model": "opus"}
+
+
+@pytest.mark.parametrize("hooks", ['"mine"', "[]", '{"PreToolUse": {"x": 1}}'])
+def test_hooks_that_are_not_the_agent_s_shape_are_refused_not_replaced(
+    cli: Cli, root: Path, hooks: str
+) -> None:
+    path = root / ".claude" / "settings.json"
+    path.parent.mkdir()
+    text = f'{{"hooks": {hooks}}}'
+    path.write_text(text)
+    ran = cli.run("install", "claude", expect=1)
+    assert "not what the agent reads" in ran.stderr and path.read_text() == text
+
+
+def test_gemini_hooks_turned_off_are_said_turned_on_and_turned_off_again(
+    cli: Cli, root: Path
+) -> None:
+    path = root / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    theirs = {
+        "hooks": {
+            "BeforeTool": [{"matcher": "*", "hooks": [{"type": "command", "command": "audit"}]}]
+        },
+        "hooksConfig": {"enabled": False},
+    }
+    path.write_text(json.dumps(theirs))
+    ran = cli.run("install", "gemini")
+    assert "hooksConfig.enabled, which was off" in ran.stdout
+    assert settings(root, "gemini")["hooksConfig"] == {"enabled": True}
+    cli.run("uninstall", "gemini")
+    assert json.loads(path.read_text()) == theirs
+
+
+def test_backups_made_within_one_second_never_overwrite_each_other(cli: Cli, root: Path) -> None:
+    path = root / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text('{"model": "the original"}')
+    backups = [
+        cli.run(*args, "--json").json()["backup"]
+        for args in (
+            ("install", "claude"),
+            ("install", "claude", "--strict"),
+            ("uninstall", "claude"),
+        )
+    ]
+    assert len(set(backups)) == 3
+    assert json.loads(Path(backups[0]).read_text()) == {"model": "the original"}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "not utf-8", "deep"])
+def test_settings_earshot_cannot_read_are_one_line_never_a_hang(
+    cli: Cli, root: Path, tmp_path: Path, kind: str
+) -> None:
+    import os
+
+    path = root / ".claude" / "settings.json"
+    path.parent.mkdir()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "not utf-8":
+        path.write_bytes(b'{"model": "\xff"}')
+    else:
+        path.write_text('{"x": ' + "[" * 600 + "]" * 600 + "}")
+    for command in ("install", "uninstall"):
+        ran = cli.run(command, "claude", expect=1, timeout=20)
+        (line,) = ran.stderr.splitlines()
+        assert line.startswith("earshot: ") and line.endswith("nothing was written")
+    assert not list(path.parent.glob("*.bak-*"))
+
+
+def test_a_codex_config_earshot_cannot_read_leaves_uninstall_working(
+    cli: Cli, root: Path, tmp_path: Path
+) -> None:
+    codex_home = tmp_path / "codex"
+    codex_home.mkdir()
+    env = cli.env(CODEX_HOME=str(codex_home))
+    cli.run("install", "codex", "--user", "--trust", env=env)
+    config = codex_home / "config.toml"
+    config.unlink()
+    config.mkdir()
+    ran = cli.run("uninstall", "codex", "--user", env=env)
+    assert "config.toml: not a regular file" in ran.stderr
+    assert "PreToolUse" not in (codex_home / "hooks.json").read_text()
+    # A --trust install that cannot read the config writes nothing at all.
+    ran = cli.run("install", "codex", "--user", "--trust", env=env, expect=1)
+    assert "PreToolUse" not in (codex_home / "hooks.json").read_text()
 
 
 @pytest.mark.parametrize("text", ['{"x": 1e999}', '{"y": "\\ud800"}'])

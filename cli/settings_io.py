@@ -1,0 +1,120 @@
+"""Reading and writing an agent's settings files for ``earshot install``: safely.
+
+An agent's settings (JSON, or Codex's ``config.toml``) belong to the person:
+
+- A file is opened without waiting (a FIFO is refused, never read), and
+  only a regular file is read.
+- A settings file that is a link (kept with someone's dotfiles) is read and
+  written where it leads, and stays a link; but a link to nothing, or (for
+  a project's settings) a link leading out of the project, is refused: a
+  repository could ship one to have earshot write a file anywhere.
+- Before a file is replaced, its bytes as read are kept beside it as
+  ``FILE.bak-TIME`` (``-2``, ``-3``... when that name is taken: a backup is
+  never overwritten). The new text goes to a temp file renamed over it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+from earshot.cas.errors import EarshotError
+
+
+class SettingsError(EarshotError):
+    """A settings file earshot will not read or write; nothing was written."""
+
+    def __init__(self, path: Path | str, why: str) -> None:
+        super().__init__(f"{path}: {why}; nothing was written")
+        self.path = str(path)
+
+
+def real_file(path: Path, inside: Path | None) -> Path:
+    """Where ``path`` leads: itself, or a link's existing target (within ``inside``)."""
+    if not path.is_symlink():
+        return path
+    target = Path(os.path.realpath(path))
+    if not target.exists():
+        raise SettingsError(path, f"a link to {target}, which does not exist; not followed")
+    if inside is not None:
+        top = Path(os.path.realpath(inside))
+        if target != top and top not in target.parents:
+            raise SettingsError(path, f"a link out of the project (to {target}); not followed")
+    return target
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """The file's bytes; None when there is none. A FIFO, device or directory is refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SettingsError(path, f"cannot read it ({exc.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SettingsError(path, "not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise SettingsError(path, f"cannot read it ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path) -> str | None:
+    data = read_bytes(path)
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SettingsError(path, f"not UTF-8 text (byte {exc.start})") from None
+
+
+def _keep(path: Path, old: bytes) -> str:
+    """Keep ``old`` (the file as read) as a backup no other backup overwrites."""
+    base = f"{path}.bak-{time.strftime('%Y%m%d-%H%M%S')}"
+    for n in range(1, 1000):
+        name = base if n == 1 else f"{base}-{n}"
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "wb") as out:
+            out.write(old)
+        return name
+    raise SettingsError(path, "a thousand backups of it this second already")
+
+
+def write_bytes(path: Path, data: bytes, old: bytes | None) -> str | None:
+    """Replace ``path`` (already ``real_file``) with ``data``; the backup of ``old``, if any."""
+    backup = None
+    temp = path.with_name(f".{path.name}.earshot-tmp-{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = 0o644
+        if old is not None:
+            backup = _keep(path, old)
+            mode = path.stat().st_mode & 0o7777
+        fd = os.open(
+            temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        if backup is not None:
+            Path(backup).unlink(missing_ok=True)
+        raise SettingsError(
+            exc.filename or path, f"cannot write it ({exc.strerror or exc})"
+        ) from None
+    return backup
