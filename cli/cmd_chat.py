@@ -19,7 +19,8 @@ from typing import Any
 
 import click
 
-from earshot.agent.loop.chat import Chat, Events, TurnResult
+from earshot.agent.loop.chat import Chat, TurnResult
+from earshot.agent.loop.events import Events
 from earshot.agent.loop.history import Output, Use
 from earshot.agent.loop.permissions import Answer, Grants, parse_allow
 from earshot.agent.loop.provider import Provider, Reply, make_provider, preload
