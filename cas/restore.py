@@ -140,9 +140,7 @@ class _Planner:
         recorded, so it says nothing about it.
         """
         if cur.kind is Kind.UNRECORDED:
-            self.plan.skipped.append(
-                (path, f"not recorded ({_UNRECORDED}); kept")
-            )
+            self.plan.skipped.append((path, f"not recorded ({_UNRECORDED}); kept"))
             return False
         if rules.is_ignored(path, cur.kind is Kind.DIR):
             self.plan.skipped.append((path, IGNORED_BY_TARGET))

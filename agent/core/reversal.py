@@ -37,9 +37,7 @@ NOT_HELD_BEFORE = (
     "its state before was not recorded (too large, unreadable, special or too deep); kept"
 )
 #: A path present now whose content earshot does not hold: never overwritten or deleted.
-NOT_HELD_NOW = (
-    "not recorded as it is now (too large, unreadable, special or too deep); left alone"
-)
+NOT_HELD_NOW = "not recorded as it is now (too large, unreadable, special or too deep); left alone"
 
 
 @dataclass(slots=True)
