@@ -109,6 +109,9 @@ def end_intent(txn: WriteBatch, intent: Intent) -> None:
     schema.delete_intent_record(txn, intent.id)
 
 
+#: The first note of every intent's notes (``Intents.new``): notes without it
+#: were cut short.
+OPENED = "opened"
 #: The note that says an intent's notes are not as written (``read_notes``,
 #: ``Intents.take``): whoever reads them must not trust what they say, nor
 #: what they leave out.
@@ -336,6 +339,12 @@ class Intents:
         path = self._path(intent_id)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
+        # The first line, before the intent is committed: notes of a committed
+        # intent that lack it were cut short, not merely not written yet. A
+        # failed write (a full disk) leaves them looking cut short: they are
+        # then trusted for nothing, the safe way round.
+        with contextlib.suppress(OSError):
+            os.write(fd, json.dumps({OPENED: intent_id}).encode() + b"\n")
         return Held(Intent(intent_id, kind, time.time_ns(), os.getpid(), doc, holder), fd, path)
 
     def begin(self, kind: str, doc: dict[str, Any]) -> Held:

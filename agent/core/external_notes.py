@@ -5,8 +5,8 @@ An agent's batch spans many short processes (``external``): each event
 appends JSON lines to the batch intent's notes file, and the next event
 rebuilds where the batch stands from them. The notes:
 
-- ``opened`` (the intent's id): the first line, always; notes without it
-  were cut short. Notes that are damaged (``damaged``, ``Notes.damaged``)
+- ``opened`` (the intent's id): the first line, always, written before
+  the intent is committed (``Intents.new``); notes without it were cut short. Notes that are damaged (``damaged``, ``Notes.damaged``)
   make the batch recorded as an interrupted one is.
 - ``state``: snapshot, tree, the daemon's token, exact: what a restage
   recorded; the belief the next event takes up.
@@ -43,12 +43,10 @@ from typing import Any
 from earshot.agent.core.batch import BY_RESTAGE
 from earshot.agent.core.policy import Belief
 from earshot.cas.digest import Digest
-from earshot.cas.intents import DAMAGED
+from earshot.cas.intents import DAMAGED, OPENED
 
 #: What a batch of an agent's calls keeps in its intent's doc: the agent, its session id.
 EXTERNAL = "external"
-#: The first note of every batch's notes: notes without it were cut short.
-OPENED = "opened"
 
 
 @dataclass(frozen=True, slots=True)

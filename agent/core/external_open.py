@@ -17,7 +17,7 @@ from earshot.agent.core.batch import Batch
 from earshot.agent.core.engine import INTENT_CALLS, Engine
 from earshot.agent.core.external import ExternalBatch, restage_before, session_lock
 from earshot.agent.core.external_calls import ExternalCall, ToolKind
-from earshot.agent.core.external_notes import EXTERNAL, OPENED, Notes, point, pointer
+from earshot.agent.core.external_notes import EXTERNAL, Notes, point, pointer
 from earshot.agent.core.policy import BatchState
 from earshot.agent.core.vouched import MAX_LINKED
 from earshot.cas.intents import Held, Intent
@@ -72,7 +72,6 @@ def _open(
     )
     notes = Notes(snapshot=before, belief=policy.belief, overlap=policy.batch.overlap)
     batch = ExternalBatch(engine, held, notes)
-    batch._write(**{OPENED: held.id})
     if agent_session is not None:
         _point(engine, agent, agent_session, held)
     return batch

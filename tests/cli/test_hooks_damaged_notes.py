@@ -129,3 +129,23 @@ def test_undamaged_notes_still_prove_the_write_made_its_file(
     assert {c["path"]: c["by"] for c in batch["changes"]} == {"made.txt": 0, "old.txt": 1}
     cli.run("undo")
     assert tree(root) == start
+
+
+def test_a_kill_right_after_a_batch_opens_is_a_crash_not_damage(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    # Killed after the batch's intent commits, before any note: its notes hold
+    # their first line already, so they still prove what later calls made.
+    agent.prompt("p")
+    agent.env = cli.env(EARSHOT_FAULTS="intent-begun=kill")
+    ident = agent.new_id()
+    assert agent.pre("Bash", {"command": "true"}, ident).rc != 0
+    agent.env = cli.env()
+    agent.post("Bash", {"command": "true"}, ident)
+    agent.write(root / "made.txt", "made\n")
+    agent.response_end()
+    (batch,) = cli.run("log", "--json").json()["batches"]
+    assert batch["interrupted"] is False
+    assert {c["path"]: c["by"] for c in batch["changes"]} == {"made.txt": 1}
+    cli.run("undo")
+    assert not (root / "made.txt").exists()
