@@ -6,8 +6,9 @@ appends JSON lines to the batch intent's notes file, and the next event
 rebuilds where the batch stands from them. The notes:
 
 - ``opened`` (the intent's id): the first line, always, written before
-  the intent is committed (``Intents.new``); notes without it were cut short. Notes that are damaged (``damaged``, ``Notes.damaged``)
-  make the batch recorded as an interrupted one is.
+  the intent is committed (``Intents.new``); notes without it were cut
+  short. Notes that are damaged (``damaged``, ``Notes.damaged``) make the
+  batch recorded as an interrupted one is.
 - ``state``: snapshot, tree, the daemon's token, exact: what a restage
   recorded; the belief the next event takes up.
 - ``begin`` (the call as recorded) with ``call`` and ``key``: a call began.
