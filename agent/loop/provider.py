@@ -8,8 +8,8 @@ URLs and keys come from each SDK's own environment variables
 ``OPENAI_API_KEY``); retries follow the SDK's own policy. Every answer is
 streamed: text reaches ``on_text`` as it comes.
 
-An SDK costs seconds to import (the ``anthropic`` package about 2.7 s,
-``openai`` 1.2 s, on the 2-core machine of benchmarks/RESULTS.md), so it is
+An SDK costs seconds to import (the ``anthropic`` package about 3 s,
+``openai`` 1.1 s, on the 2-core machine of benchmarks/RESULTS.md), so it is
 imported on first use, and a face starts that import early (``preload``).
 """
 
