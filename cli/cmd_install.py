@@ -9,8 +9,10 @@ written whole (a temp file renamed over it) after a copy of it is kept as
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,15 @@ def _program(given: str | None) -> tuple[str, ...]:
         return (given,)
     main = Path(__file__).with_name("__main__.py")
     return (os.path.abspath(sys.executable), str(main.resolve()))
+
+
+@contextlib.contextmanager
+def _in_one_line() -> Iterator[None]:
+    """earshot's errors as one line and their exit code (nothing was written)."""
+    try:
+        yield
+    except EarshotError as exc:
+        fail(str(exc), exc.exit_code)
 
 
 def _target(agent: str, user: bool, root: str) -> Path:
@@ -189,76 +200,61 @@ def install(
     configure_logging(0)
     if trust and agent != "codex":
         fail("--trust is for codex: the other agents run the hooks in their settings")
-    try:
-        _install(agent, user, root, dry_run, as_json, strict, trust, program)
-    except EarshotError as exc:
-        fail(str(exc), exc.exit_code)
-
-
-def _install(
-    agent: str,
-    user: bool,
-    root: str,
-    dry_run: bool,
-    as_json: bool,
-    strict: bool,
-    trust: bool,
-    program: str | None,
-) -> None:
     # Everything is read and checked before anything is written.
-    settings = Settings.read(_target(agent, user, root), None if user else Path(root))
-    command = HookCommand(_program(program), agent, strict)
-    new = add_hooks(settings.doc, command)
-    hooks_changed = new != settings.doc
-    config = trust_plan(settings.real, new) if trust else None
-    backup = None
-    if hooks_changed and not dry_run:
-        remember_hooks_config(agent, settings, new)
-        backup = settings.write(new)
-    wrote, kept = _put_command(_command_file(agent, user, root), dry_run)
-    trusted = None
-    if config is not None:
-        trusted = str(config[0].path)
-        if not dry_run:
-            write_bytes(config[0].real, config[1].encode("utf-8"), config[0].old)
-    changed = hooks_changed or wrote is not None or bool(trusted)
-    events = [event for event, _ in EVENTS[agent]]
-    path = settings.path
-    result = {
-        "agent": agent,
-        "file": str(path),
-        "changed": changed,
-        "dry_run": dry_run,
-        "backup": backup,
-        "command": command.line(),
-        "events": events,
-        "timeout_s": AGENT_TIMEOUT_S,
-        "slash_command": wrote,
-        "slash_command_kept": kept,
-        "trusted": trusted,
-    }
-    name = _NAMES[agent]
-    verb = "would add" if dry_run else "added"
-    if not hooks_changed:
-        lines = [f"earshot's hooks are already in {path}"]
-    else:
-        lines = [f"{verb} earshot's hooks to {path} ({name}):"]
-        lines += [f"  {event}: {command.line()}" for event in events]
-        if turns_on_hooks(agent, settings.doc, new):
-            lines.append(
-                "  and hooksConfig.enabled, which was off: the other hooks there run too "
-                "('earshot uninstall gemini' turns it off again)"
-            )
-        if backup:
-            lines.append(f"the file as it was is kept as {backup}")
-    if wrote:
-        lines.append(f"{verb} the command /earshot ({wrote})")
-    if kept:
-        lines.append(f"left {kept} as it is: it is not earshot's")
-    if trusted:
-        lines.append(f"{'would trust' if dry_run else 'trusted'} them in {trusted}")
-    lines.append("nothing changed" if not changed else _next_steps(agent, user))
-    render.emit(result, "\n".join(lines), as_json)
+    with _in_one_line():
+        settings = Settings.read(_target(agent, user, root), None if user else Path(root))
+        command = HookCommand(_program(program), agent, strict)
+        new = add_hooks(settings.doc, command)
+        hooks_changed = new != settings.doc
+        config = trust_plan(settings.real, new) if trust else None
+        backup = None
+        if hooks_changed and not dry_run:
+            remember_hooks_config(agent, settings, new)
+            backup = settings.write(new)
+        wrote, kept = _put_command(_command_file(agent, user, root), dry_run)
+        trusted = None
+        if config is not None:
+            trusted = str(config[0].path)
+            if not dry_run:
+                write_bytes(config[0].real, config[1].encode("utf-8"), config[0].old)
+        changed = hooks_changed or wrote is not None or bool(trusted)
+        events = [event for event, _ in EVENTS[agent]]
+        path = settings.path
+        result = {
+            "agent": agent,
+            "file": str(path),
+            "changed": changed,
+            "dry_run": dry_run,
+            "backup": backup,
+            "command": command.line(),
+            "events": events,
+            "timeout_s": AGENT_TIMEOUT_S,
+            "slash_command": wrote,
+            "slash_command_kept": kept,
+            "trusted": trusted,
+        }
+        name = _NAMES[agent]
+        verb = "would add" if dry_run else "added"
+        if not hooks_changed:
+            lines = [f"earshot's hooks are already in {path}"]
+        else:
+            lines = [f"{verb} earshot's hooks to {path} ({name}):"]
+            lines += [f"  {event}: {command.line()}" for event in events]
+            if turns_on_hooks(agent, settings.doc, new):
+                lines.append(
+                    "  and hooksConfig.enabled, which was off: the other hooks there run too "
+                    "('earshot uninstall gemini' turns it off again)"
+                )
+            if backup:
+                lines.append(f"the file as it was is kept as {backup}")
+        if wrote:
+            lines.append(f"{verb} the command /earshot ({wrote})")
+        if kept:
+            lines.append(f"left {kept} as it is: it is not earshot's")
+        if trusted:
+            lines.append(f"{'would trust' if dry_run else 'trusted'} them in {trusted}")
+        lines.append("nothing changed" if not changed else _next_steps(agent, user))
+        render.emit(result, "\n".join(lines), as_json)
 
 
 def _next_steps(agent: str, user: bool) -> str:
@@ -286,46 +282,40 @@ def uninstall(agent: str, user: bool, root: str, dry_run: bool, as_json: bool) -
     on the batches already made.
     """
     configure_logging(0)
-    try:
-        _uninstall(agent, user, root, dry_run, as_json)
-    except EarshotError as exc:
-        fail(str(exc), exc.exit_code)
-
-
-def _uninstall(agent: str, user: bool, root: str, dry_run: bool, as_json: bool) -> None:
-    settings = Settings.read(_target(agent, user, root), None if user else Path(root))
-    doc = settings.doc
-    found = installed(doc, agent)
-    untrusted = drop_trust(settings.real, doc, dry_run) if agent == "codex" else None
-    new = remove_hooks(doc, agent)
-    switched = restore_hooks_config(agent, settings, new, dry_run) if found else False
-    hooks_changed = new != doc
-    backup = settings.write(new) if hooks_changed and not dry_run else None
-    dropped = _drop_command(_command_file(agent, user, root), dry_run)
-    changed = hooks_changed or dropped is not None or untrusted is not None
-    path = settings.path
-    result = {
-        "agent": agent,
-        "file": str(path),
-        "changed": changed,
-        "dry_run": dry_run,
-        "backup": backup,
-        "events": found,
-        "slash_command": dropped,
-        "untrusted": untrusted,
-    }
-    verb = "would remove" if dry_run else "removed"
-    lines = []
-    if hooks_changed:
-        lines.append(f"{verb} earshot's hooks from {path}: {', '.join(found)}")
-        if switched:
-            lines.append("  and gave hooksConfig.enabled back the value it had before install")
-        if backup:
-            lines.append(f"the file as it was is kept as {backup}")
-    if untrusted:
-        lines.append(f"{verb} their trust entries from {untrusted}")
-    if dropped:
-        lines.append(f"{verb} the command /earshot ({dropped})")
-    if not changed:
-        lines.append(f"no earshot hooks in {path}; nothing changed")
-    render.emit(result, "\n".join(lines), as_json)
+    with _in_one_line():
+        settings = Settings.read(_target(agent, user, root), None if user else Path(root))
+        doc = settings.doc
+        found = installed(doc, agent)
+        untrusted = drop_trust(settings.real, doc, dry_run) if agent == "codex" else None
+        new = remove_hooks(doc, agent)
+        switched = restore_hooks_config(agent, settings, new, dry_run) if found else False
+        hooks_changed = new != doc
+        backup = settings.write(new) if hooks_changed and not dry_run else None
+        dropped = _drop_command(_command_file(agent, user, root), dry_run)
+        changed = hooks_changed or dropped is not None or untrusted is not None
+        path = settings.path
+        result = {
+            "agent": agent,
+            "file": str(path),
+            "changed": changed,
+            "dry_run": dry_run,
+            "backup": backup,
+            "events": found,
+            "slash_command": dropped,
+            "untrusted": untrusted,
+        }
+        verb = "would remove" if dry_run else "removed"
+        lines = []
+        if hooks_changed:
+            lines.append(f"{verb} earshot's hooks from {path}: {', '.join(found)}")
+            if switched:
+                lines.append("  and gave hooksConfig.enabled back the value it had before install")
+            if backup:
+                lines.append(f"the file as it was is kept as {backup}")
+        if untrusted:
+            lines.append(f"{verb} their trust entries from {untrusted}")
+        if dropped:
+            lines.append(f"{verb} the command /earshot ({dropped})")
+        if not changed:
+            lines.append(f"no earshot hooks in {path}; nothing changed")
+        render.emit(result, "\n".join(lines), as_json)
