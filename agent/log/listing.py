@@ -84,8 +84,8 @@ def _last_ts(handle: IO[bytes], size: int) -> str | None:
         handle.seek(start)
         lines = handle.read(size - start).split(b"\n")
         lines.pop()  # unterminated (torn) or empty after the final newline
-        if start > 0:
-            lines.pop(0)  # may be cut
+        if start > 0 and lines:
+            lines.pop(0)  # may be cut (a block inside one torn line holds no whole line)
         for raw in reversed(lines):
             obj = _json_object(raw)
             if obj is not None and obj.get("type") != "session" and isinstance(obj.get("ts"), str):

@@ -572,6 +572,20 @@ def test_list_sessions_skips_files_without_a_header(tmp_path: Path) -> None:
     assert [info.id for info in list_sessions(tmp_path)] == [good.id]
 
 
+@pytest.mark.parametrize("size", [5_000, 70_000, 2_000_000])
+def test_list_sessions_reads_last_activity_past_a_torn_tail_of_any_size(
+    tmp_path: Path, size: int
+) -> None:
+    # A large tool call cut short by a full disk: blocks read from the end may
+    # hold no whole line at all.
+    session = Session.create(tmp_path, tmp_path)
+    entry = session.append(UserMessage("p1"))
+    with open(session.path, "ab") as handle:
+        handle.write(b'{"id":"x","type":"tool_call","input":"' + b"y" * size)
+    [info] = list_sessions(tmp_path)
+    assert info.last_activity == entry.ts
+
+
 def test_list_sessions_reads_last_activity_past_a_torn_tail(tmp_path: Path) -> None:
     session = Session.create(tmp_path, tmp_path)
     entry = session.append(UserMessage("p1"))
