@@ -32,6 +32,11 @@ from types import FrameType
 from earshot.cas import faults
 from earshot.cas.procs import start_time
 
+TYPE_CHECKING = False  # typing costs a thin client's every hosted call a few ms
+if TYPE_CHECKING:
+    import selectors
+    from typing import IO
+
 _PR_SET_PDEATHSIG = 1
 #: How long a command may outlive a SIGTERM or SIGHUP passed on to it.
 GRACE_S = 5.0
@@ -158,7 +163,8 @@ def run_command(
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=pipe,
-            stderr=pipe,
+            # One pipe for both: the output reads in the order it was written.
+            stderr=subprocess.STDOUT if capture else None,
             process_group=0,
             preexec_fn=_before_exec(on_start),
         )
@@ -166,30 +172,124 @@ def run_command(
         forwarder.started(proc.pid)
         if on_spawn is not None:
             on_spawn(proc.pid)
+        capture_ = _Capture(proc.stdout) if proc.stdout is not None else None
         while True:
             try:
                 # A wait that wakes up: a signal's handler cannot cut a wait
                 # short (PEP 475), and a command that ignores a SIGTERM or
                 # SIGHUP passed on to it is killed after a grace period
                 # rather than waited on forever.
-                out, err = proc.communicate(timeout=0.25)
-                break
+                if capture_ is None:
+                    proc.wait(timeout=0.25)
+                    break
+                if capture_.read(proc, 0.25):
+                    break
             except subprocess.TimeoutExpired:
-                if not received:
-                    continue
-                since = since or time.monotonic()
-                stubborn = received[0] in (signal.SIGTERM, signal.SIGHUP)
-                if stubborn and time.monotonic() - since > GRACE_S:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(proc.pid, signal.SIGKILL)
+                pass
             except KeyboardInterrupt:  # a handler installed elsewhere raised it
                 received.append(signal.SIGINT)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGINT if len(received) == 1 else signal.SIGKILL)
-    output = None
-    if capture:
-        output = (out or b"").decode(errors="replace") + (err or b"").decode(errors="replace")
+                continue
+            if not received:
+                continue
+            since = since or time.monotonic()
+            stubborn = received[0] in (signal.SIGTERM, signal.SIGHUP)
+            if stubborn and time.monotonic() - since > GRACE_S:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+    output = capture_.text() if capture_ is not None else None
     return Ran(proc.returncode, output, received[0] if received else None)
+
+
+#: Bytes of a command's captured output kept: its head and its tail, the cut
+#: said between them (1 GB of output must not take 1 GB, twice, to hold).
+CAPTURE_HEAD = 4 << 20
+CAPTURE_TAIL = 4 << 20
+#: How long the output is still read once the shell has exited: something it
+#: left running in the background may hold the pipe open for ever.
+DRAIN_AFTER_EXIT_S = 1.0
+
+
+class _Capture:
+    """A command's output, read as it comes; head and tail kept."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        import selectors  # only a captured command pays for it
+
+        self.stream = stream
+        self.fd = stream.fileno()
+        os.set_blocking(self.fd, False)
+        self.selector: selectors.BaseSelector = selectors.DefaultSelector()
+        self.selector.register(self.fd, selectors.EVENT_READ)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.cut = 0
+        self.exited_at: float | None = None
+        self.left_running = False
+
+    def read(self, proc: subprocess.Popen[bytes], timeout: float) -> bool:
+        """Read what is there (waiting up to ``timeout``); True once the command is done:
+        its output ended, or the shell exited and the pipe stayed open past the drain."""
+        if self.selector.select(timeout):
+            while True:
+                try:
+                    chunk = os.read(self.fd, 1 << 16)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    self._close()
+                    proc.wait()
+                    return True
+                self._add(chunk)
+        if proc.poll() is None:
+            return False
+        self.exited_at = self.exited_at or time.monotonic()
+        if time.monotonic() - self.exited_at < DRAIN_AFTER_EXIT_S:
+            return False
+        # What the command left in the background writes on into a drain
+        # that keeps it running (a closed pipe would kill it on its next write).
+        self.left_running = True
+        self.selector.close()
+        threading.Thread(target=_drain, args=(self.stream,), daemon=True).start()
+        return True
+
+    def _add(self, data: bytes) -> None:
+        room = CAPTURE_HEAD - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > CAPTURE_TAIL:
+                drop = len(self.tail) - CAPTURE_TAIL
+                del self.tail[:drop]
+                self.cut += drop
+
+    def _close(self) -> None:
+        self.selector.close()
+        self.stream.close()
+
+    def text(self) -> str:
+        out = self.head.decode(errors="replace")
+        if self.cut:
+            out += f"\n[... {self.cut:,} bytes of output not kept ...]\n"
+        out += self.tail.decode(errors="replace")
+        if self.left_running:
+            out += (
+                "\n[the command exited; what it left running in the background still "
+                "holds its output, which is not waited for]"
+            )
+        return out
+
+
+def _drain(stream: IO[bytes]) -> None:
+    os.set_blocking(stream.fileno(), True)
+    with contextlib.suppress(OSError, ValueError):
+        while stream.read(1 << 16):
+            pass
+    with contextlib.suppress(OSError):
+        stream.close()
 
 
 def stop_orphaned_group(pgid: int, started: int | None, wait_s: float = 5.0) -> bool:

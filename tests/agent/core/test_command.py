@@ -1,0 +1,66 @@
+"""Running a batch's shell command with its output captured (``command.run_command``):
+in the order written, bounded in memory, never waiting on what it left running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from earshot.agent.core.command import CAPTURE_HEAD, CAPTURE_TAIL, run_command, shell_argv
+
+
+def run(command: str, cwd: Path) -> tuple[int, str, float]:
+    began = time.monotonic()
+    ran = run_command(shell_argv(command), str(cwd), True)
+    assert ran.output is not None
+    return ran.returncode, ran.output, time.monotonic() - began
+
+
+def test_stdout_and_stderr_read_in_the_order_written(tmp_path: Path) -> None:
+    code, out, _ = run("echo a; echo b >&2; echo c; exit 3", tmp_path)
+    assert (code, out) == (3, "a\nb\nc\n")
+
+
+def test_a_background_child_holding_the_output_is_not_waited_for(tmp_path: Path) -> None:
+    for command in ("sleep 30 & echo started", "setsid sleep 30 & echo started"):
+        code, out, took = run(command, tmp_path)
+        assert code == 0 and out.startswith("started\n") and took < 10, (command, took)
+        assert "still holds its output, which is not waited for" in out
+
+
+def test_what_a_background_child_writes_later_never_kills_it(tmp_path: Path) -> None:
+    # Its output drains on: a closed pipe would end it with SIGPIPE on its next write.
+    script = "(sleep 2; echo late; touch wrote) & echo now"
+    _, out, _ = run(script, tmp_path)
+    assert out.startswith("now\n")
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "wrote").exists():
+        assert time.monotonic() < deadline, "the background child died"
+        time.sleep(0.1)
+
+
+def test_huge_output_keeps_its_head_and_tail_and_says_the_cut(tmp_path: Path) -> None:
+    total = 3 * (CAPTURE_HEAD + CAPTURE_TAIL)
+    code, out, _ = run(f"head -c {total} /dev/zero | tr '\\0' x; echo; echo the-end", tmp_path)
+    assert code == 0
+    assert len(out) < CAPTURE_HEAD + CAPTURE_TAIL + 200
+    assert out.rstrip().endswith("the-end")
+    assert (
+        f"{total + 1 - CAPTURE_HEAD - CAPTURE_TAIL + len('the-end') + 1:,} bytes of output not kept"
+        in out
+    )
+
+
+def test_a_signal_still_stops_a_captured_command(tmp_path: Path) -> None:
+    import threading
+
+    def later() -> None:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=later, daemon=True).start()
+    began = time.monotonic()
+    ran = run_command(shell_argv("sleep 30"), str(tmp_path), True)
+    assert ran.interrupted_by == signal.SIGINT and time.monotonic() - began < 10
