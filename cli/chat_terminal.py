@@ -31,20 +31,25 @@ from earshot.agent.loop.chat import Chat, TurnResult
 from earshot.agent.loop.history import Output, Use
 from earshot.agent.loop.permissions import Answer
 from earshot.agent.loop.provider import Reply
+from earshot.cas.errors import EarshotError
 
 from . import chat_render
-from .chat_commands import Slash, is_command
+from .chat_commands import HELP, Slash, is_command
 
 #: Two Ctrl-C within this many seconds leave.
 DOUBLE_PRESS_S = 2.0
 _ANSWERS = {"y": Answer.ONCE, "yes": Answer.ONCE, "a": Answer.SESSION, "always": Answer.SESSION}
 #: Slash commands that may run while a turn does.
-_ANY_TIME = ("/help", "/exit", "/quit")
+_LEAVE = ("/exit", "/quit")
+#: The answers a permission question takes; a confirmation takes y or n.
+_CHOICES = ("y", "yes", "a", "always", "n", "no")
+_YES_NO = ("y", "yes", "n", "no", "")
 
 
 @dataclass
 class _Question:
     text: str
+    choices: tuple[str, ...]
     answer: str | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -126,21 +131,23 @@ class Terminal:
         return self._worker is not None and self._worker.is_alive()
 
     def _submit(self, line: str) -> None:
+        text = line.strip()
         question = self._question
         if question is not None:
-            question.give(line.strip().lower())
+            self._answer(question, text)
             return
-        text = line.strip()
         if not text:
             return
         if is_command(text):
-            if text.split()[0] in ("/exit", "/quit"):
+            name = text.split()[0]
+            if name in _LEAVE:
                 self._leaving = True
-                return
-            if self.busy and text.split()[0] not in _ANY_TIME:
+            elif name == "/help":  # here, at once: a running turn keeps its worker
+                self.say(HELP)
+            elif self.busy:
                 self.say("a turn is running: wait for it, or press Esc to stop it")
-                return
-            self._start(lambda: Slash(self.chat, self).run(text))
+            else:
+                self._start(lambda: Slash(self.chat, self).run(text))
             return
         if text.startswith("//"):
             line = line.replace("//", "/", 1)
@@ -154,7 +161,9 @@ class Terminal:
         def guarded() -> None:
             try:
                 work()
-            except Exception as exc:
+            except EarshotError as exc:
+                self.say(Text(f"earshot: {exc}", "red"))
+            except Exception as exc:  # a face must outlive one failure: said, not raised
                 self.say(f"earshot: {type(exc).__name__}: {exc}")
             finally:
                 self._invalidate()
@@ -195,9 +204,12 @@ class Terminal:
 
         @keys.add("escape", eager=True)
         def _esc(event: KeyPressEvent) -> None:
-            if self._question is not None:
-                self._question.give("n")
-            elif self.busy:
+            question = self._question
+            if question is not None:
+                question.give("n")
+                if question.choices == _YES_NO:
+                    return  # Esc at a confirmation is its no
+            if self.busy:  # and at a permission question, it stops the turn too
                 self.chat.interrupt()
                 self.say(Text("  interrupting…", "yellow"))
 
@@ -230,8 +242,21 @@ class Terminal:
         if session is not None and loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(session.app.invalidate)
 
-    def _ask(self, text: str) -> str:
-        question = _Question(text)
+    def _answer(self, question: _Question, text: str) -> None:
+        """A line typed at a question: an answer, /exit, or text meant for something else."""
+        if text.lower() in question.choices:
+            question.give(text.lower())
+        elif text.split()[:1] and text.split()[0] in _LEAVE:
+            question.give("n")
+            self._leaving = True
+        else:  # not an answer: never taken for one, never lost
+            self.say(
+                Text("  answer the question first; your text is back in the input line", "dim")
+            )
+            self.prefill(text)
+
+    def _ask(self, text: str, choices: tuple[str, ...]) -> str:
+        question = _Question(text, choices)
         self._question = question
         self._invalidate()
         while not question.done.wait(0.2):
@@ -253,7 +278,7 @@ class Terminal:
         chat_render.diff(self.console, text)
 
     def confirm(self, question: str) -> bool:
-        return self._ask(f"{question} [y/N]") in ("y", "yes")
+        return self._ask(f"{question} [y/N]", _YES_NO) in ("y", "yes")
 
     def prefill(self, text: str) -> None:
         session, loop = self._session, self._loop
@@ -295,5 +320,5 @@ class Terminal:
 
     def ask(self, tool: str, detail: str) -> Answer:
         self.say(Text.assemble(("allow ", "yellow"), (tool, "bold"), (f": {detail[:300]}", "")))
-        answer = self._ask("allow? [y] once / [a] for this session / [n] no")
+        answer = self._ask("allow? [y] once / [a] for this session / [n] no", _CHOICES)
         return _ANSWERS.get(answer, Answer.DENY)

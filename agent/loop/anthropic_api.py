@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     import anthropic
 
 
+#: Where ``_take`` notes the stream's ``message_stop`` (no content block has it).
+_ENDED = -1
+
+
 def make(model: str) -> AnthropicProvider:
     return AnthropicProvider(model)
 
@@ -107,6 +111,9 @@ class AnthropicProvider:
             reply.uses.clear()
             reply.stop = "interrupted"
             return reply
+        if blocks.pop(_ENDED, None) is None:  # the connection closed mid-reply
+            said = f"{self.name}: the reply broke off: the stream ended before its end"
+            raise ProviderError(said, reply.text)
         for index in sorted(blocks):
             block = blocks[index]
             if block["type"] == "tool_use":
@@ -133,10 +140,12 @@ class AnthropicProvider:
             if delta.type == "text_delta":
                 reply.text += delta.text
                 on_text(delta.text)
-            elif delta.type == "input_json_delta" and event.index in blocks:
+            elif delta.type == "input_json_delta" and "json" in blocks.get(event.index, {}):
                 blocks[event.index]["json"] += delta.partial_json
         elif kind == "message_delta":
             reply.stop = event.delta.stop_reason or reply.stop
+        elif kind == "message_stop":
+            blocks[_ENDED] = {"type": "end"}
 
 
 def _use(block: dict[str, Any]) -> Use:

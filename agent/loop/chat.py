@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from earshot.agent.log.entries import (
@@ -38,7 +38,7 @@ from earshot.agent.log.entries import (
 )
 from earshot.agent.log.session import Session
 from earshot.agent.loop.events import Events
-from earshot.agent.loop.history import Message, Text, messages_of
+from earshot.agent.loop.history import Message, Text, Use, messages_of
 from earshot.agent.loop.permissions import Grants
 from earshot.agent.loop.provider import Cancel, Provider, ProviderError, Reply, Request
 from earshot.agent.loop.reply_batch import ReplyBatch
@@ -136,13 +136,22 @@ class Chat:
     # -- a turn -------------------------------------------------------------
 
     def turn(self, prompt: str) -> TurnResult:
-        """Run ``prompt`` to the end (or to an interruption, or a provider error)."""
+        """Run ``prompt`` to the end (or to an interruption, or a provider error).
+
+        ``SessionBusy`` (nothing appended) while another process runs a turn
+        of the session.
+        """
         self._cancel = Cancel()
+        with self.workspace.turn_lock(self.log):
+            # A call an earlier turn left unanswered (a dead process; results
+            # that could not be written) gets its "interrupted" result: the
+            # request must be whole. No other turn of the session runs now.
+            self.log.close_interrupted_tool_calls()
+            self._append(UserMessage(prompt))
+            return self._turn()
+
+    def _turn(self) -> TurnResult:
         out = TurnResult()
-        # A call of an earlier turn left unanswered (its results could not be
-        # written) gets its "interrupted" result: the request must be whole.
-        self.log.close_interrupted_tool_calls()
-        self._append(UserMessage(prompt))
         while True:
             self._inject()
             try:
@@ -165,6 +174,7 @@ class Chat:
                     continue  # typed after the model's last call: it goes in now
                 out.stop = reply.stop
                 return out
+            reply.uses[:] = _unique_ids(reply.uses)
             self.log.append_many([ToolCall(u.id, u.name, u.input) for u in reply.uses])
             calls = ReplyBatch(
                 self.workspace, self.session, self.log, self.events, self.grants, self._cancel
@@ -238,14 +248,31 @@ class Chat:
     def compact(self) -> str:
         """Have the model summarise the conversation; the context then starts from it."""
         self._cancel = Cancel()
-        reply = self._ask_model(COMPACT_ASK)
-        if reply.stop == "interrupted":
-            raise ProviderError("the compaction was interrupted; nothing changed")
-        summary = reply.text.strip()
-        if not summary:
-            raise ProviderError(f"{self.provider.name} gave no summary; nothing changed")
-        self._append(Compaction(summary, None))
+        with self.workspace.turn_lock(self.log):
+            self.log.close_interrupted_tool_calls()
+            reply = self._ask_model(COMPACT_ASK)
+            if reply.stop == "interrupted":
+                raise ProviderError("the compaction was interrupted; nothing changed")
+            summary = reply.text.strip()
+            if not summary:
+                raise ProviderError(f"{self.provider.name} gave no summary; nothing changed")
+            self._append(Compaction(summary, None))
         return summary
+
+
+def _unique_ids(uses: list[Use]) -> list[Use]:
+    """The calls with an id each: a model that gave one id twice gets the second
+    renamed, in its call and its result alike (a request must not hold two)."""
+    seen: set[str] = set()
+    out = []
+    for use in uses:
+        ident, n = use.id or "call", 1
+        while ident in seen:
+            n += 1
+            ident = f"{use.id or 'call'}-{n}"
+        seen.add(ident)
+        out.append(use if ident == use.id else replace(use, id=ident))
+    return out
 
 
 def _with_user_text(messages: list[Message], text: str) -> list[Message]:

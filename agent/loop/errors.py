@@ -61,4 +61,4 @@ def one_line_error(model: str, exc: BaseException, *, streaming: bool = False) -
         return _squash(f"{model}: cannot reach the server{why} (check the base URL variable)")
     if kind in ("AuthenticationError", "OpenAIError", "AnthropicError") or "api_key" in str(exc):
         return _squash(f"{model}: {exc}")
-    return _squash(f"{model}: {kind}: {exc}")
+    return _squash(f"{model}: the reply could not be read ({kind}: {exc})")

@@ -100,7 +100,7 @@ class OpenAIProvider:
             kwargs["tools"] = tools
         reply = Reply()
         calls: dict[int, dict[str, str]] = {}
-        began = False
+        began = finished = False
         client = self._sdk()
         try:
             stream = client.chat.completions.create(**kwargs)
@@ -110,7 +110,7 @@ class OpenAIProvider:
                     began = True
                     if cancel.is_set:
                         break
-                    _take(chunk, calls, reply, on_text)
+                    finished = _take(chunk, calls, reply, on_text) or finished
             finally:
                 cancel.on_cancel(None)
                 stream.close()
@@ -121,6 +121,9 @@ class OpenAIProvider:
             raise ProviderError(said, reply.text) from exc
         if cancel.is_set:
             return Reply(reply.text, [], "interrupted")
+        if not finished:  # the connection closed mid-reply: no finish_reason came
+            said = f"{self.name}: the reply broke off: the stream ended before its end"
+            raise ProviderError(said, reply.text)
         for index in sorted(calls):
             reply.uses.append(_use(calls[index], index))
         if reply.uses:
@@ -130,7 +133,9 @@ class OpenAIProvider:
 
 def _take(
     chunk: Any, calls: dict[int, dict[str, str]], reply: Reply, on_text: Callable[[str], None]
-) -> None:
+) -> bool:
+    """Take one chunk into ``reply``; whether it ended the reply (a finish_reason)."""
+    finished = False
     for choice in chunk.choices or ():
         delta = choice.delta
         if delta is not None and delta.content:
@@ -146,6 +151,8 @@ def _take(
                 slot["arguments"] += function.arguments or ""
         if choice.finish_reason:
             reply.stop = _STOPS.get(choice.finish_reason, choice.finish_reason)
+            finished = True
+    return finished
 
 
 def _use(call: dict[str, str], index: int) -> Use:

@@ -93,7 +93,8 @@ class ReplyBatch:
                 outputs[position] = Output(use.id, NOT_RUN, True)
             elif not self._permitted(use, call):
                 denied = f"denied: the person did not allow {use.name} here"
-                outputs[position] = Output(use.id, denied, True)
+                stopped = self.cancel.is_set  # Esc at the question stops the turn
+                outputs[position] = Output(use.id, NOT_RUN if stopped else denied, True)
             else:
                 runnable.append((position, use, call))
         outcome: Outcome | str | None = None

@@ -24,6 +24,7 @@ from model_servers import (
     AnthropicServer,
     Broken,
     ChatCompletionsServer,
+    CutOff,
     Fail,
     Hang,
     ScriptedServer,
@@ -245,6 +246,59 @@ def test_a_provider_error_mid_stream_is_one_line_and_the_session_goes_on(
     # What streamed before the failure is in the log, marked, and sent again.
     sent = texts_sent(model)
     assert sent[0] == "hello" and sent[1].startswith("Half a rep") and "broke off" in sent[1]
+
+
+@both
+def test_a_reply_whose_stream_stops_before_its_end_is_broken_off_and_its_calls_never_run(
+    cli: Cli, root: Path, agent: Callable[[list[Turn]], Agent]
+) -> None:
+    cut = CutOff(["I will now", ToolCall("write_file", {"path": "t.txt", "content": "x"})])
+    model = agent([cut, "Recovered."])
+    ran = model.chat("go", "--allow", ALL, expect=1)
+    assert "the reply broke off" in ran.stderr and ran.stdout == ""
+    assert not (root / "t.txt").exists()
+    assert model.chat("again", "--continue").json()["text"] == "Recovered."
+    assert any(t.startswith("I will now") and "broke off" in t for t in texts_sent(model))
+
+
+@both
+def test_a_model_that_gives_one_call_id_twice_gets_each_call_its_own(
+    cli: Cli, root: Path, agent: Callable[[list[Turn]], Agent]
+) -> None:
+    calls = [
+        ToolCall("write_file", {"path": "a.txt", "content": "a"}, id="dup"),
+        ToolCall("write_file", {"path": "b.txt", "content": "b"}, id="dup"),
+    ]
+    model = agent([calls, "ok"])
+    doc = model.chat("go", "--allow", ALL).json()
+    assert (root / "a.txt").exists() and (root / "b.txt").exists()
+    results = [e["callId"] for e in entries(cli, doc["session"]) if e["type"] == "tool_result"]
+    assert results == ["dup", "dup-2"]
+
+
+def test_a_second_chat_on_a_session_whose_turn_runs_is_refused_and_changes_nothing(
+    cli: Cli, root: Path, agent: Callable[[list[Turn]], Agent]
+) -> None:
+    first = agent(
+        [[ToolCall("bash", {"command": "touch started; sleep 4; echo A > A.txt"})], "A done"]
+    )
+    args = ["chat", "-p", "go", "--model", first.model, "--allow", ALL, "--json"]
+    proc = subprocess.Popen(
+        [str(EARSHOT), *args], cwd=root, env=first.env(), stdout=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not (root / "started").exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    second = agent(["B done"])
+    ran = second.chat("me too", "--continue", expect=1)
+    assert "is running a turn in another process" in ran.stderr
+    assert second.server.main_requests == []
+    out, _ = proc.communicate(timeout=60)
+    session = json.loads(out)["session"]
+    results = [e for e in entries(cli, session) if e["type"] == "tool_result"]
+    assert len(results) == 1 and "[exit code 0]" in results[0]["output"]
+    assert [e["text"] for e in entries(cli, session) if e["type"] == "user"] == ["go"]
 
 
 @both

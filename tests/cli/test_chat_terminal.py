@@ -317,3 +317,56 @@ def test_the_terminal_closing_mid_command_records_the_batch_and_leaves(
     assert result["interrupted"] is True
     (batch,) = cli.json("log", session=screen.session)["batches"]
     assert batch["interrupted"] is False and {c["path"] for c in batch["changes"]} == {"started"}
+
+
+def test_help_during_a_turn_leaves_it_running_and_esc_still_stops_it(
+    cli: Cli, root: Path, chat: Callable[..., Screen]
+) -> None:
+    screen = chat(
+        [[ToolCall("bash", {"command": "touch started; sleep 30; touch finished"})], "no"],
+        "--allow",
+        "bash",
+    )
+    screen.line("run it")
+    deadline = time.monotonic() + WAIT_S
+    while not (root / "started").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    screen.line("/help")
+    screen.expect("/rewind N --code")
+    screen.line("hello again")
+    screen.expect("queued for the model's next call")  # the turn still runs: no second one
+    screen.child.send("\x1b")
+    screen.expect("interrupted: every call has its result")
+    # What was typed for a call that never came is back in the input line.
+    screen.expect("not sent")
+    assert not (root / "finished").exists()
+    assert len(screen.server.main_requests) == 1
+    screen.child.send("\x15")
+    screen.leave()
+
+
+def test_esc_at_a_permission_question_stops_the_turn_and_text_is_never_an_answer(
+    cli: Cli, root: Path, chat: Callable[..., Screen]
+) -> None:
+    screen = chat(
+        [
+            [
+                ToolCall("bash", {"command": "touch ran"}),
+                ToolCall("write_file", {"path": "w.txt", "content": "w"}),
+            ],
+            "not asked",
+        ]
+    )
+    screen.line("go")
+    screen.expect(r"allow\? \[y\]")
+    screen.line("please list the files")  # not an answer: kept, the question stands
+    screen.expect("answer the question first")
+    screen.child.send("\x15")
+    screen.child.send("\x1b")
+    screen.expect("interrupted: every call has its result")
+    assert not (root / "ran").exists() and not (root / "w.txt").exists()
+    results = [e for e in entries(cli, screen.session) if e["type"] == "tool_result"]
+    assert [r.get("interrupted") for r in results] == [True, True]
+    assert len(screen.server.main_requests) == 1
+    screen.leave()

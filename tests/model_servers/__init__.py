@@ -14,7 +14,7 @@ Standard library only, so the servers run wherever the tests do.
 """
 
 from ._anthropic import AnthropicServer
-from ._base import DONE, Broken, Exchange, Fail, Hang, ScriptedServer, ToolCall, Turn
+from ._base import DONE, Broken, CutOff, Exchange, Fail, Hang, ScriptedServer, ToolCall, Turn
 from ._gemini import GeminiServer
 from ._openai import ResponsesServer
 from ._openai_chat import ChatCompletionsServer
@@ -24,6 +24,7 @@ __all__ = [
     "AnthropicServer",
     "Broken",
     "ChatCompletionsServer",
+    "CutOff",
     "Exchange",
     "Fail",
     "GeminiServer",

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from ._base import (
     JSON,
     Broken,
+    CutOff,
     Fail,
     Handler,
     ScriptedServer,
@@ -66,11 +67,13 @@ class AnthropicServer(ScriptedServer):
         if isinstance(answer, Broken):
             self._broken(handler, str(body.get("model") or self.default_model), answer)
             return
-        blocks = [self._block(block) for block in parts(answer)]
-        stop = "tool_use" if has_tool_calls(parts(answer)) else "end_turn"
+        cut = isinstance(answer, CutOff)
+        turn = answer.turn if isinstance(answer, CutOff) else answer
+        blocks = [self._block(block) for block in parts(turn)]
+        stop = "tool_use" if has_tool_calls(parts(turn)) else "end_turn"
         model = str(body.get("model") or self.default_model)
         if body.get("stream"):
-            self._stream(handler, model, blocks, stop)
+            self._stream(handler, model, blocks, stop, cut=cut)
         else:
             handler.send_json(200, self._message(model, blocks, stop, _usage()))
 
@@ -79,7 +82,7 @@ class AnthropicServer(ScriptedServer):
             return {"type": "text", "text": block}
         return {
             "type": "tool_use",
-            "id": self.next_id("toolu_"),
+            "id": block.id or self.next_id("toolu_"),
             "name": block.name,
             "input": call_input(block),
         }
@@ -96,8 +99,11 @@ class AnthropicServer(ScriptedServer):
             "usage": usage,
         }
 
-    def _stream(self, handler: Handler, model: str, blocks: Sequence[JSON], stop: str) -> None:
-        """The event sequence the SDK's stream accumulator expects, one delta per block."""
+    def _stream(
+        self, handler: Handler, model: str, blocks: Sequence[JSON], stop: str, *, cut: bool = False
+    ) -> None:
+        """The event sequence the SDK's stream accumulator expects, one delta per block;
+        ``cut``: the connection closes after the last block's delta, the end unsent."""
         start = self._message(model, [], None, _usage(output=1))
         handler.start_sse()
         handler.sse({"type": "message_start", "message": start}, "message_start")
@@ -116,6 +122,8 @@ class AnthropicServer(ScriptedServer):
                 {"type": "content_block_delta", "index": index, "delta": delta},
                 "content_block_delta",
             )
+            if cut and index == len(blocks) - 1:
+                return
             handler.sse({"type": "content_block_stop", "index": index}, "content_block_stop")
         handler.sse(
             {

@@ -33,6 +33,8 @@ class ToolCall:
 
     name: str
     input: Mapping[str, Any] | str = field(default_factory=dict)
+    #: The call's id as the model gives it (default: a fresh one per call).
+    id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,19 @@ class Broken:
     message: str = "overloaded in the middle of the reply"
 
 
+@dataclass(frozen=True)
+class CutOff:
+    """Stream the blocks of ``turn`` whole, then close the connection without the
+    reply's end (no ``message_stop``; no ``finish_reason`` or ``[DONE]``), as a
+    dropped connection or a proxy would. Served by the servers earshot chat
+    talks to."""
+
+    turn: Sequence[ToolCall | str]
+
+
 #: A turn: final text, or a response of tool calls (a ``str`` inside the list
 #: is a text block before them), or a hang, or an error (before or mid-reply).
-Turn = str | Sequence[ToolCall | str] | Hang | Fail | Broken
+Turn = str | Sequence[ToolCall | str] | Hang | Fail | Broken | CutOff
 
 #: What an exhausted script answers.
 DONE = "done"
@@ -248,7 +260,7 @@ class ScriptedServer:
             script = self.lanes.get(lane, self.script)
             return script.pop(0) if script else DONE
 
-    def resolve(self, turn: Turn) -> str | Sequence[ToolCall | str] | Fail | Broken | None:
+    def resolve(self, turn: Turn) -> str | Sequence[ToolCall | str] | Fail | Broken | CutOff | None:
         """Sleep out any hangs; ``None`` when the server closed meanwhile."""
         while isinstance(turn, Hang):
             if self._closed.wait(turn.seconds):

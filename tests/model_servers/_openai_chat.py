@@ -13,7 +13,17 @@ from __future__ import annotations
 import json
 import time
 
-from ._base import JSON, Broken, Fail, Handler, ScriptedServer, ToolCall, call_input, parts
+from ._base import (
+    JSON,
+    Broken,
+    CutOff,
+    Fail,
+    Handler,
+    ScriptedServer,
+    ToolCall,
+    call_input,
+    parts,
+)
 
 
 class ChatCompletionsServer(ScriptedServer):
@@ -44,11 +54,12 @@ class ChatCompletionsServer(ScriptedServer):
             handler.sse(_chunk(ident, model, {"role": "assistant", "content": answer.text}))
             handler.sse(_error(answer.message))
             return
-        blocks = parts(answer)
+        cut = isinstance(answer, CutOff)
+        blocks = parts(answer.turn if isinstance(answer, CutOff) else answer)
         text = "".join(b for b in blocks if isinstance(b, str))
         calls = [
             {
-                "id": self.next_id("call_"),
+                "id": b.id or self.next_id("call_"),
                 "type": "function",
                 "function": {"name": b.name, "arguments": json.dumps(call_input(b))},
             }
@@ -73,6 +84,8 @@ class ChatCompletionsServer(ScriptedServer):
             handler.sse(_chunk(ident, model, {"tool_calls": [named]}))
             arguments = {"index": index, "function": {"arguments": call["function"]["arguments"]}}
             handler.sse(_chunk(ident, model, {"tool_calls": [arguments]}))
+        if cut:
+            return  # closed: no finish_reason, no [DONE]
         handler.sse(_chunk(ident, model, {}, finish))
         handler.wfile.write(b"data: [DONE]\n\n")
         handler.wfile.flush()
