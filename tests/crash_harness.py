@@ -246,16 +246,17 @@ class Harness:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             busy = False
-            for entry in os.scandir("/proc"):
-                if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                    continue
-                try:
-                    cwd = os.readlink(f"/proc/{entry.name}/cwd")
-                except OSError:
-                    continue
-                if cwd == root or cwd.startswith(root + "/"):
-                    busy = True
-                    break
+            with os.scandir("/proc") as processes:  # closed when left early too
+                for entry in processes:
+                    if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                        continue
+                    try:
+                        cwd = os.readlink(f"/proc/{entry.name}/cwd")
+                    except OSError:
+                        continue
+                    if cwd == root or cwd.startswith(root + "/"):
+                        busy = True
+                        break
             if not busy:
                 return
             time.sleep(0.02)
