@@ -65,6 +65,18 @@ class RewindInProgress(EarshotError):
         self.lock_path = lock_path
 
 
+class SessionBusy(EarshotError):
+    """Another process runs a turn of the session right now (``Session.turn_lock``)."""
+
+    def __init__(self, session: SessionId, pid: str) -> None:
+        who = f" (pid {pid.strip()})" if pid.strip().isdigit() else ""
+        super().__init__(
+            f"session {session} is running a turn in another process{who}: wait for it, "
+            "or start another session"
+        )
+        self.session = session
+
+
 @dataclass(frozen=True, slots=True)
 class RewindResult:
     """What a rewind did: the prompt undone and the batches on the abandoned path.
@@ -250,8 +262,31 @@ class Session:
             return self._file.write(bodies)
 
     @contextmanager
+    def turn_lock(self) -> Iterator[None]:
+        """Hold the session's turn: one turn of a chat at a time, whichever
+        process runs it (``SessionBusy`` when another holds it). A rewind holds
+        it too: a navigation in the middle of a turn would hang the turn's
+        tool results off another branch than its calls. An flock, so a killed
+        holder lets go."""
+        fd = os.open(
+            self.path.with_name(f"{self.id}.turn.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+        )
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SessionBusy(self.id, os.pread(fd, 32, 0).decode(errors="replace")) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            yield
+        finally:
+            os.close(fd)
+
+    @contextmanager
     def rewind_lock(self) -> Iterator[None]:
-        """Hold the session's rewind lock; ``RewindInProgress`` if anyone else does.
+        """Hold the session's rewind lock, and its turn (``turn_lock``);
+        ``RewindInProgress`` if anyone else holds the first, ``SessionBusy``
+        the second.
 
         Re-entrant in the holding thread, so a caller that undoes code after
         ``rewind`` (``rewind --code``) can hold it across both.
@@ -271,11 +306,12 @@ class Session:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     raise RewindInProgress(self.id, lock_path) from None
-                self._rewind_owner = me
-                try:
-                    yield
-                finally:
-                    self._rewind_owner = None
+                with self.turn_lock():
+                    self._rewind_owner = me
+                    try:
+                        yield
+                    finally:
+                        self._rewind_owner = None
             finally:
                 os.close(fd)
         finally:

@@ -142,7 +142,7 @@ class Chat:
         of the session.
         """
         self._cancel = Cancel()
-        with self.workspace.turn_lock(self.log):
+        with self.log.turn_lock():
             # A call an earlier turn left unanswered (a dead process; results
             # that could not be written) gets its "interrupted" result: the
             # request must be whole. No other turn of the session runs now.
@@ -248,7 +248,7 @@ class Chat:
     def compact(self) -> str:
         """Have the model summarise the conversation; the context then starts from it."""
         self._cancel = Cancel()
-        with self.workspace.turn_lock(self.log):
+        with self.log.turn_lock():
             self.log.close_interrupted_tool_calls()
             reply = self._ask_model(COMPACT_ASK)
             if reply.stop == "interrupted":

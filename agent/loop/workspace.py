@@ -11,7 +11,6 @@ the watch daemon's tracker when the face provides one.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,17 +24,6 @@ from earshot.agent.core.tracker import ChangeTracker
 from earshot.agent.log.session import Session
 from earshot.cas.errors import EarshotError
 from earshot.cas.project import Project
-
-
-class SessionBusy(EarshotError):
-    """Another process runs a turn of the session right now."""
-
-    def __init__(self, session: str, pid: str) -> None:
-        who = f" (pid {pid.strip()})" if pid.strip().isdigit() else ""
-        super().__init__(
-            f"session {session} is running a turn in another process{who}: wait for it, "
-            "or start another session"
-        )
 
 
 #: Makes the tracker for a project (the face's: it knows how to start the daemon).
@@ -93,26 +81,8 @@ class Workspace:
     def log(self, session: str) -> Session:
         """The session's conversation log (created empty if it has none). Calls a
         dead process left unanswered are closed by the next turn, under its lock
-        (``turn_lock``): another process's turn may be running them now."""
+        (``Session.turn_lock``): another process's turn may be running them now."""
         with self.project(finish=False) as project:
             path = conversation.log_path(project, session)
             conversation.ensure_log(project, session)
         return Session.open(path)
-
-    @contextlib.contextmanager
-    def turn_lock(self, log: Session) -> Iterator[None]:
-        """Hold the session's turn: one turn at a time, whichever process runs it
-        (``SessionBusy`` when another holds it). An flock, so a killed holder
-        lets go."""
-        path = log.path.with_name(f"{log.id}.turn.lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise SessionBusy(log.id, os.pread(fd, 32, 0).decode(errors="replace")) from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
-            yield
-        finally:
-            os.close(fd)

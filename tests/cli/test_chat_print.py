@@ -294,6 +294,11 @@ def test_a_second_chat_on_a_session_whose_turn_runs_is_refused_and_changes_nothi
     ran = second.chat("me too", "--continue", expect=1)
     assert "is running a turn in another process" in ran.stderr
     assert second.server.main_requests == []
+    # Nor may a rewind move the leaf from under it: the turn's results would
+    # hang off another branch than its calls.
+    (running,) = cli.json("sessions")["sessions"]
+    rewound = cli.run("rewind", "1", session=running["id"], expect=1)
+    assert "is running a turn in another process" in rewound.stderr
     out, _ = proc.communicate(timeout=60)
     session = json.loads(out)["session"]
     results = [e for e in entries(cli, session) if e["type"] == "tool_result"]

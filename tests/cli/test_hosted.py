@@ -360,11 +360,12 @@ def test_what_a_killed_clients_command_started_is_stopped_before_its_batch_is_re
     # write later, into no batch. The worker stops the group first.
     sid = served.new_session()
     ready = tmp_path / "ready"
-    command = f"(sleep 2; echo late > bg.txt) & touch {ready}; sleep 60"
+    # An unusual duration, so that pgrep finds this test's sleep and no other's.
+    command = f"(sleep 2; echo late > bg.txt) & touch {ready}; sleep 60.31"
     assert _kill_client_mid_call(served, sid, ready, command), "the batch was never recorded"
     time.sleep(3)
     assert not (served.root / "bg.txt").exists()
-    left = subprocess.run(["pgrep", "-f", "sleep 60"], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-f", "sleep 60.31"], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
 
 
