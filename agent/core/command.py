@@ -227,10 +227,18 @@ class _Capture:
         self.cut = 0
         self.exited_at: float | None = None
         self.left_running = False
+        #: The output ended (EOF): only the shell's exit is waited for now.
+        self.ended = False
 
     def read(self, proc: subprocess.Popen[bytes], timeout: float) -> bool:
         """Read what is there (waiting up to ``timeout``); True once the command is done:
-        its output ended, or the shell exited and the pipe stayed open past the drain."""
+        its output ended and the shell exited, or the shell exited and the pipe
+        stayed open past the drain. A shell that closed its output and runs on
+        is waited for in steps (``TimeoutExpired``), so that the caller's
+        grace period still kills one that ignores the signal passed on."""
+        if self.ended:
+            proc.wait(timeout=timeout)
+            return True
         if self.selector.select(timeout):
             while True:
                 try:
@@ -239,8 +247,7 @@ class _Capture:
                     break
                 if not chunk:
                     self._close()
-                    proc.wait()
-                    return True
+                    return proc.poll() is not None
                 self._add(chunk)
         if proc.poll() is None:
             return False
@@ -267,6 +274,7 @@ class _Capture:
                 self.cut += drop
 
     def _close(self) -> None:
+        self.ended = True
         self.selector.close()
         self.stream.close()
 

@@ -64,3 +64,24 @@ def test_a_signal_still_stops_a_captured_command(tmp_path: Path) -> None:
     began = time.monotonic()
     ran = run_command(shell_argv("sleep 30"), str(tmp_path), True)
     assert ran.interrupted_by == signal.SIGINT and time.monotonic() - began < 10
+
+
+def test_a_captured_command_that_closed_its_output_and_ignores_sigterm_is_killed_after_the_grace(
+    tmp_path: Path,
+) -> None:
+    # Its output ends (EOF) long before it does: the grace period must still run.
+    import threading
+
+    from earshot.agent.core.command import GRACE_S
+
+    def later() -> None:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=later, daemon=True).start()
+    began = time.monotonic()
+    command = "trap '' TERM HUP; exec >/dev/null 2>&1; sleep 30"
+    ran = run_command(shell_argv(command), str(tmp_path), True)
+    took = time.monotonic() - began
+    assert ran.interrupted_by == signal.SIGTERM and ran.returncode == -signal.SIGKILL
+    assert GRACE_S < took < GRACE_S + 10
