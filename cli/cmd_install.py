@@ -35,13 +35,15 @@ from . import render
 from .common import configure_logging, fail
 from .install_files import (
     Settings,
-    drop_trust,
+    forget_hooks_config,
     remember_hooks_config,
     restore_hooks_config,
     trust_plan,
     turns_on_hooks,
+    untrust_plan,
+    write_config,
 )
-from .settings_io import write_bytes
+from .settings_io import PartlyWritten, SettingsError, leads_out
 
 _NAMES = {"claude": "Claude Code", "codex": "Codex CLI", "gemini": "Gemini CLI"}
 
@@ -64,6 +66,18 @@ def _in_one_line() -> Iterator[None]:
         fail(str(exc), exc.exit_code)
 
 
+@contextlib.contextmanager
+def _after(written: Settings | None) -> Iterator[None]:
+    """A write after ``written`` (the settings file, if it was): one that
+    fails says the settings file was written."""
+    try:
+        yield
+    except SettingsError as exc:
+        if written is None:
+            raise
+        raise PartlyWritten(exc, written.path) from None
+
+
 def _target(agent: str, user: bool, root: str) -> Path:
     return Path(
         settings_file(
@@ -77,10 +91,18 @@ def _target(agent: str, user: bool, root: str) -> Path:
 
 
 def _command_file(agent: str, user: bool, root: str) -> tuple[Path, str] | None:
+    """The agent's ``/earshot`` command file and its text; None where the agent
+    has none, or where a linked directory would take it out of the project."""
     spec = command_file(
         agent, "user" if user else "project", os.path.realpath(root), os.path.expanduser("~")
     )
-    return None if spec is None else (Path(spec[0]), spec[1])
+    if spec is None:
+        return None
+    path = Path(spec[0])
+    if not user and (out := leads_out(path, Path(root))) is not None:
+        click.echo(f"earshot: {path}: leads out of the project (to {out}); not written", err=True)
+        return None
+    return path, spec[1]
 
 
 def _put_command(spec: tuple[Path, str] | None, dry_run: bool) -> tuple[str | None, str | None]:
@@ -209,6 +231,8 @@ def install(
         config = trust_plan(settings.real, new) if trust else None
         backup = None
         if hooks_changed and not dry_run:
+            # The note first: a settings file written without it could never
+            # be given its switch back.
             remember_hooks_config(agent, settings, new)
             backup = settings.write(new)
         wrote, kept = _put_command(_command_file(agent, user, root), dry_run)
@@ -216,7 +240,8 @@ def install(
         if config is not None:
             trusted = str(config[0].path)
             if not dry_run:
-                write_bytes(config[0].real, config[1].encode("utf-8"), config[0].old)
+                with _after(settings if hooks_changed else None):
+                    write_config(config)
         changed = hooks_changed or wrote is not None or bool(trusted)
         events = [event for event, _ in EVENTS[agent]]
         path = settings.path
@@ -286,11 +311,20 @@ def uninstall(agent: str, user: bool, root: str, dry_run: bool, as_json: bool) -
         settings = Settings.read(_target(agent, user, root), None if user else Path(root))
         doc = settings.doc
         found = installed(doc, agent)
-        untrusted = drop_trust(settings.real, doc, dry_run) if agent == "codex" else None
+        plan = untrust_plan(settings.real, doc) if agent == "codex" else None
+        untrusted = None if plan is None else str(plan[0].path)
         new = remove_hooks(doc, agent)
-        switched = restore_hooks_config(agent, settings, new, dry_run) if found else False
+        switched = restore_hooks_config(agent, settings, new) if found else False
         hooks_changed = new != doc
         backup = settings.write(new) if hooks_changed and not dry_run else None
+        # The settings file first, then what depends on it: a failure there
+        # leaves the note and the trust in place for the next try.
+        if not dry_run:
+            with _after(settings if hooks_changed else None):
+                if switched:
+                    forget_hooks_config(settings)
+                if plan is not None:
+                    write_config(plan)
         dropped = _drop_command(_command_file(agent, user, root), dry_run)
         changed = hooks_changed or dropped is not None or untrusted is not None
         path = settings.path

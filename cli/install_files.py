@@ -118,8 +118,8 @@ def trust_plan(hooks_file: Path, doc: dict[str, Any]) -> tuple[CodexConfig, str]
     return None if new == config.text else (config, new)
 
 
-def drop_trust(hooks_file: Path, doc: dict[str, Any], dry_run: bool) -> str | None:
-    """Take earshot's trust entries out of Codex's config; the file changed, if any.
+def untrust_plan(hooks_file: Path, doc: dict[str, Any]) -> tuple[CodexConfig, str] | None:
+    """Codex's config and its text without earshot's trust entries; None: none there.
     A config earshot cannot read holds none of its entries: it is said and left."""
     keys = list(codex_trust(str(hooks_file.resolve()), doc))
     if not keys:
@@ -130,11 +130,12 @@ def drop_trust(hooks_file: Path, doc: dict[str, Any], dry_run: bool) -> str | No
         click.echo(f"earshot: {exc} (earshot's trust entries there, if any, stay)", err=True)
         return None
     new = without_trust(config.text, keys)
-    if new == config.text:
-        return None
-    if not dry_run:
-        write_bytes(config.real, new.encode("utf-8"), config.old)
-    return str(config.path)
+    return None if new == config.text else (config, new)
+
+
+def write_config(plan: tuple[CodexConfig, str]) -> None:
+    config, text = plan
+    write_bytes(config.real, text.encode("utf-8"), config.old)
 
 
 #: Gemini's switch for every hook in its settings.
@@ -181,10 +182,10 @@ def remember_hooks_config(agent: str, settings: Settings, new: dict[str, Any]) -
     write_bytes(path, json.dumps(doc, indent=2).encode() + b"\n", None)
 
 
-def restore_hooks_config(
-    agent: str, settings: Settings, doc: dict[str, Any], dry_run: bool
-) -> bool:
-    """Give Gemini's ``hooksConfig.enabled`` back what earshot found; whether it did."""
+def restore_hooks_config(agent: str, settings: Settings, doc: dict[str, Any]) -> bool:
+    """Give Gemini's ``hooksConfig.enabled`` in ``doc`` back what earshot found;
+    whether a note of it was there (``forget_hooks_config`` drops it, once
+    ``doc`` is written)."""
     if agent != "gemini":
         return False
     installs = _installs()
@@ -200,7 +201,10 @@ def restore_hooks_config(
                 del doc[_HOOKS_CONFIG]
         else:
             config["enabled"] = before
-    if not dry_run:
-        del installs[str(settings.real)]
-        write_bytes(_installs_file(), json.dumps(installs, indent=2).encode() + b"\n", None)
     return True
+
+
+def forget_hooks_config(settings: Settings) -> None:
+    installs = _installs()
+    if installs.pop(str(settings.real), None) is not None:
+        write_bytes(_installs_file(), json.dumps(installs, indent=2).encode() + b"\n", None)

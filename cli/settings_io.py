@@ -29,19 +29,37 @@ class SettingsError(EarshotError):
     def __init__(self, path: Path | str, why: str) -> None:
         super().__init__(f"{path}: {why}; nothing was written")
         self.path = str(path)
+        self.why = why
+
+
+class PartlyWritten(EarshotError):
+    """A file earshot could not write after it wrote the settings file."""
+
+    def __init__(self, failed: SettingsError, written: Path) -> None:
+        super().__init__(
+            f"{failed.path}: {failed.why}; {written} was written already "
+            "(run the command again once this is fixed)"
+        )
+
+
+def leads_out(path: Path, inside: Path) -> Path | None:
+    """Where ``path`` really is when a link on the way (any of its directories,
+    or itself) takes it out of ``inside``; None when it stays in."""
+    target = Path(os.path.realpath(path))
+    top = Path(os.path.realpath(inside))
+    return None if target == top or top in target.parents else target
 
 
 def real_file(path: Path, inside: Path | None) -> Path:
-    """Where ``path`` leads: itself, or a link's existing target (within ``inside``)."""
+    """Where ``path`` leads: itself, or a link's existing target; within ``inside``,
+    whichever of its directories is a link."""
+    if inside is not None and (out := leads_out(path, inside)) is not None:
+        raise SettingsError(path, f"a link out of the project (to {out}); not followed")
     if not path.is_symlink():
         return path
     target = Path(os.path.realpath(path))
     if not target.exists():
         raise SettingsError(path, f"a link to {target}, which does not exist; not followed")
-    if inside is not None:
-        top = Path(os.path.realpath(inside))
-        if target != top and top not in target.parents:
-            raise SettingsError(path, f"a link out of the project (to {target}); not followed")
     return target
 
 

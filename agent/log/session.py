@@ -269,7 +269,9 @@ class Session:
         tool results off another branch than its calls. An flock, so a killed
         holder lets go."""
         fd = os.open(
-            self.path.with_name(f"{self.id}.turn.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+            self.path.with_name(f"{self.id}.turn.lock"),
+            os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+            0o600,
         )
         try:
             try:

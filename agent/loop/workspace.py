@@ -22,9 +22,7 @@ from earshot.agent.core.records import TABLES, upgrade_records
 from earshot.agent.core.recovery import describe, finish_all
 from earshot.agent.core.tracker import ChangeTracker
 from earshot.agent.log.session import Session
-from earshot.cas.errors import EarshotError
 from earshot.cas.project import Project
-
 
 #: Makes the tracker for a project (the face's: it knows how to start the daemon).
 TrackerFactory = Callable[[Project], "ChangeTracker | None"]

@@ -375,3 +375,34 @@ def test_a_link_where_the_command_would_go_is_never_written_through(
     (commands / "earshot.md").symlink_to(elsewhere)  # dangling
     cli.run("install", "claude")
     assert not elsewhere.exists()
+
+
+def test_a_project_s_agent_directory_linked_out_of_the_project_is_never_written_through(
+    cli: Cli, root: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / ".claude").symlink_to(elsewhere, target_is_directory=True)
+    ran = cli.run("install", "claude", expect=1)
+    assert "a link out of the project" in ran.stderr and "nothing was written" in ran.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.without_dac_override
+def test_an_uninstall_that_cannot_write_the_settings_keeps_what_gives_gemini_its_switch_back(
+    cli: Cli, root: Path
+) -> None:
+    path = root / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    theirs = {"hooksConfig": {"enabled": False}}
+    path.write_text(json.dumps(theirs))
+    cli.run("install", "gemini")
+    path.parent.chmod(0o555)  # no new file there: the settings cannot be replaced
+    try:
+        ran = cli.run("uninstall", "gemini", expect=1)
+    finally:
+        path.parent.chmod(0o755)
+    assert "nothing was written" in ran.stderr
+    assert settings(root, "gemini")["hooksConfig"] == {"enabled": True}
+    cli.run("uninstall", "gemini")  # once it can: the switch is given back
+    assert json.loads(path.read_text()) == theirs
