@@ -39,7 +39,7 @@ from .chat_commands import HELP, Slash, is_command
 #: Two Ctrl-C within this many seconds leave.
 DOUBLE_PRESS_S = 2.0
 _ANSWERS = {"y": Answer.ONCE, "yes": Answer.ONCE, "a": Answer.SESSION, "always": Answer.SESSION}
-#: Slash commands that may run while a turn does.
+#: What leaves the chat, even while a turn runs.
 _LEAVE = ("/exit", "/quit")
 #: The answers a permission question takes; a confirmation takes y or n.
 _CHOICES = ("y", "yes", "a", "always", "n", "no")
@@ -66,6 +66,11 @@ class Terminal:
         self._md = chat_render.MarkdownStream(self.console)
         self._question: _Question | None = None
         self._worker: threading.Thread | None = None
+        #: Whether the worker runs a turn (not a slash command).
+        self._turning = False
+        #: Lines typed while a slash command ran, or after a turn's last call:
+        #: run in order once the worker ends.
+        self._pending: list[str] = []
         self._leaving = False
         self._last_ctrl_c = 0.0
         self._session: PromptSession[str] | None = None
@@ -144,18 +149,30 @@ class Terminal:
                 self._leaving = True
             elif name == "/help":  # here, at once: a running turn keeps its worker
                 self.say(HELP)
-            elif self.busy:
+            elif self._turning and self.chat.steering:
                 self.say("a turn is running: wait for it, or press Esc to stop it")
+            elif self.busy:  # a command running, or a turn's last moment: next
+                self._pending.append(line)
             else:
                 self._start(lambda: Slash(self.chat, self).run(text))
             return
         if text.startswith("//"):
             line = line.replace("//", "/", 1)
         if self.busy:
-            self.chat.steer(line)
-            self.say(Text(f"  queued for the model's next call: {line.strip()[:80]}", "dim"))
+            if self.chat.steer(line):
+                self.say(Text(f"  queued for the model's next call: {line.strip()[:80]}", "dim"))
+            else:  # no call of this turn will take it: it starts the next one
+                self._pending.append("/" + line if line.lstrip().startswith("/") else line)
             return
         self._start(lambda: self._turn(line))
+
+    def _next(self) -> None:
+        """On the input line's loop, once a worker ended: what was typed meanwhile."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(5)  # it is in its last lines
+        if self._pending and not self.busy:
+            self._submit(self._pending.pop(0))
 
     def _start(self, work: Callable[[], None]) -> None:
         def guarded() -> None:
@@ -166,14 +183,20 @@ class Terminal:
             except Exception as exc:  # a face must outlive one failure: said, not raised
                 self.say(f"earshot: {type(exc).__name__}: {exc}")
             finally:
+                self._turning = False
                 self._invalidate()
+                loop = self._loop
+                if loop is not None and not loop.is_closed():
+                    loop.call_soon_threadsafe(self._next)
 
         self._worker = threading.Thread(target=guarded, name="earshot-turn", daemon=True)
         self._worker.start()
         self._invalidate()
 
     def _turn(self, prompt: str) -> None:
+        self._turning = True
         result: TurnResult = self.chat.turn(prompt)
+        self._turning = False
         self._md.flush()
         if result.stop == "error":
             self.say(Text(f"earshot: {result.error}", "red"))
@@ -205,13 +228,14 @@ class Terminal:
         @keys.add("escape", eager=True)
         def _esc(event: KeyPressEvent) -> None:
             question = self._question
+            if question is not None and question.choices == _YES_NO:
+                question.give("n")  # Esc at a confirmation is its no
+                return
+            if self.busy:  # and at a permission question, it stops the turn too
+                self.chat.interrupt()  # first: the call asked about must see it stopped
+                self.say(Text("  interrupting…", "yellow"))
             if question is not None:
                 question.give("n")
-                if question.choices == _YES_NO:
-                    return  # Esc at a confirmation is its no
-            if self.busy:  # and at a permission question, it stops the turn too
-                self.chat.interrupt()
-                self.say(Text("  interrupting…", "yellow"))
 
         @keys.add("c-c")
         def _ctrl_c(event: KeyPressEvent) -> None:
@@ -224,10 +248,10 @@ class Terminal:
                 event.app.exit(exception=EOFError())
                 return
             self._last_ctrl_c = now
+            if self.busy:
+                self.chat.interrupt()  # before the answer, as Esc does
             if self._question is not None:
                 self._question.give("n")
-            if self.busy:
-                self.chat.interrupt()
             self.say(Text("  (Ctrl-C again to leave, or /exit)", "dim"))
 
         @keys.add("c-d")
@@ -285,8 +309,11 @@ class Terminal:
         if session is None or loop is None:
             return
 
-        def put() -> None:
-            session.app.current_buffer.set_document(Document(text), bypass_readonly=True)
+        def put() -> None:  # ahead of what is being typed, which stays
+            buffer = session.app.current_buffer
+            typed = buffer.text
+            whole = f"{text} {typed}" if typed.strip() else text
+            buffer.set_document(Document(whole, len(whole)), bypass_readonly=True)
 
         loop.call_soon_threadsafe(put)
 

@@ -97,6 +97,8 @@ class Chat:
         self.session = session
         self.log: Session = workspace.log(session)
         self._queue: list[str] = []
+        #: Whether ``steer`` takes text now: from a turn's start to its end.
+        self._open = False
         self._lock = threading.Lock()
         self._cancel = Cancel()
         #: The reply whose calls run now (``interrupt`` stops its command).
@@ -104,20 +106,39 @@ class Chat:
 
     # -- from any thread ----------------------------------------------------
 
-    def steer(self, text: str) -> None:
-        """Queue ``text`` for the next model call of the running turn."""
+    def steer(self, text: str) -> bool:
+        """Queue ``text`` for the next model call of the running turn; False (not
+        queued) when no turn runs, or the one running has made its last call."""
         with self._lock:
+            if not self._open:
+                return False
             self._queue.append(text)
+            return True
 
-    def queued(self) -> list[str]:
+    @property
+    def steering(self) -> bool:
+        """Whether a turn runs that will still make a model call (``steer`` takes text)."""
         with self._lock:
-            return list(self._queue)
+            return self._open
 
     def take_queued(self) -> list[str]:
         """What was queued and not sent (the turn ended first), taken back."""
         with self._lock:
             waiting, self._queue = self._queue, []
         return waiting
+
+    def _steerable(self, open_: bool) -> None:
+        with self._lock:
+            self._open = open_
+
+    def _close_if_nothing_queued(self) -> bool:
+        """At the end of a turn: steering stops, unless something came in to send
+        (then the turn goes on with it). In one step, so no line falls between."""
+        with self._lock:
+            if self._queue:
+                return False
+            self._open = False
+            return True
 
     def interrupt(self) -> None:
         """Stop the running turn: the stream, the command, the calls not yet run."""
@@ -142,13 +163,17 @@ class Chat:
         of the session.
         """
         self._cancel = Cancel()
-        with self.log.turn_lock():
-            # A call an earlier turn left unanswered (a dead process; results
-            # that could not be written) gets its "interrupted" result: the
-            # request must be whole. No other turn of the session runs now.
-            self.log.close_interrupted_tool_calls()
-            self._append(UserMessage(prompt))
-            return self._turn()
+        self._steerable(True)
+        try:
+            with self.log.turn_lock():
+                # A call an earlier turn left unanswered (a dead process; results
+                # that could not be written) gets its "interrupted" result: the
+                # request must be whole. No other turn of the session runs now.
+                self.log.close_interrupted_tool_calls()
+                self._append(UserMessage(prompt))
+                return self._turn()
+        finally:
+            self._steerable(False)
 
     def _turn(self) -> TurnResult:
         out = TurnResult()
@@ -170,7 +195,7 @@ class Chat:
                 out.stop = "interrupted"
                 return out
             if not reply.uses:
-                if self.queued() and not self._cancel.is_set:
+                if not self._cancel.is_set and not self._close_if_nothing_queued():
                     continue  # typed after the model's last call: it goes in now
                 out.stop = reply.stop
                 return out

@@ -40,6 +40,9 @@ class Screen:
             # pexpect answers no cursor-position request; prompt_toolkit would
             # wait for one, then warn.
             PROMPT_TOOLKIT_NO_CPR="1",
+            # The pseudo-terminal's size, whatever a parent said (rich reads these first).
+            COLUMNS="160",
+            LINES="50",
         )
         self.child = pexpect.spawn(
             str(EARSHOT),
@@ -52,6 +55,8 @@ class Screen:
             encoding="utf-8",
             timeout=WAIT_S,
         )
+        if log := os.environ.get("EARSHOT_TEST_PTY_LOG"):  # to see what a failure saw
+            self.child.logfile_read = open(log, "a")  # noqa: SIM115 (closed by close_log)
         self.child.expect("Esc stops a turn")
         self.session = self._banner_session()
 
@@ -88,6 +93,10 @@ class Screen:
         self.child.close()
         assert self.child.exitstatus == 0
 
+    def close_log(self) -> None:
+        if self.child.logfile_read is not None:
+            self.child.logfile_read.close()
+
 
 @pytest.fixture
 def chat(cli: Cli) -> Iterator[Callable[..., Screen]]:
@@ -107,6 +116,7 @@ def chat(cli: Cli) -> Iterator[Callable[..., Screen]]:
     for screen in screens:
         if screen.child.isalive():
             screen.child.terminate(force=True)
+        screen.close_log()
     for server in servers:
         server.close()
 
@@ -140,6 +150,28 @@ def test_text_typed_mid_turn_goes_in_at_the_next_model_call(
     kinds = [e["type"] for e in entries(cli, screen.session)]
     assert kinds[-3:] == ["tool_result", "user", "assistant"]
     assert (root / "a.txt").read_text() == "a\n"
+    screen.leave()
+
+
+def test_lines_typed_while_a_slash_command_runs_run_after_it_in_order(
+    cli: Cli, chat: Callable[..., Screen]
+) -> None:
+    screen = chat(["First.", Hang(2.0, "SUMMARY: a first prompt."), "Second."])
+    screen.line("one")
+    screen.expect("First")
+    screen.line("/compact")
+    screen.requests(2)  # the model summarises: a command runs, not a turn
+    screen.line("/model")
+    screen.line("two")
+    screen.expect("compacted")
+    screen.expect("model: anthropic:claude-test")
+    screen.expect("Second")
+    third = screen.requests(3)[2]["messages"]
+    assert third[-1]["content"][-1]["text"] == "two"
+    assert [e["text"] for e in entries(cli, screen.session) if e["type"] == "user"] == [
+        "one",
+        "two",
+    ]
     screen.leave()
 
 

@@ -123,9 +123,10 @@ def test_text_queued_after_the_model_s_last_call_is_sent_in_the_same_turn(
     chat, server = serve([Hang(1.0, "first answer"), "second answer"], events)
     thread, box = in_thread(chat, "question")
     wait_for(lambda: server.main_requests)
-    chat.steer("one more thing")
+    assert chat.steer("one more thing")
     thread.join(30)
     assert box["result"].text == "second answer"
+    assert not chat.steer("too late"), "taken with no turn to send it"
     sent = server.main_requests[1]["messages"]
     assert [m["content"][-1]["text"] for m in sent] == [
         "question",
