@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from earshot.agent.core import conversation, navigation
+from earshot.agent.core.engine import Engine
 from earshot.agent.core.records import session_batches
 from earshot.agent.core.undo import redo as redo_batches
 from earshot.agent.core.undo import undo as undo_batches
@@ -124,13 +125,18 @@ class Slash:
             raise Usage("/rewind N [--code]")
         n = self._number(rest, None, "/rewind")
         assert n is not None
+
+        def dry(engine: Engine) -> str:
+            return render_session.rewound(navigation.rewind(engine, n, code=True, dry_run=True))[1]
+
+        shown = None
+        if code:
+            shown = self._asked(dry, f"rewind to before prompt {n} and undo this?")
+            if shown is None:
+                return
         with self.chat.workspace.engine(self._session) as engine:
-            if code:
-                plan = navigation.rewind(engine, n, code=True, dry_run=True)
-                self.screen.say(render_session.rewound(plan)[1])
-                if not self.screen.confirm(f"rewind to before prompt {n} and undo this?"):
-                    self.screen.say("nothing changed")
-                    return
+            if code and self._moved(dry(engine), shown):
+                return
             result = navigation.rewind(engine, n, code=code)
         if result.impact is not None:
             self.screen.say("\n".join(render_agent.impact_lines(result.impact, "rewind", False)))
@@ -201,24 +207,55 @@ class Slash:
     def do_undo(self, args: list[str]) -> None:
         count = self._number(args, 1, "/undo")
         assert count is not None
+
+        def dry(engine: Engine) -> str:
+            return render_agent.impact(undo_batches(engine, count, dry_run=True), "undo", True)[1]
+
+        shown = self._asked(dry, "undo this?")
+        if shown is None:
+            return
         with self.chat.workspace.engine(self._session) as engine:
-            plan = undo_batches(engine, count, dry_run=True)
-            self.screen.say(render_agent.impact(plan, "undo", True)[1])
-            if not self.screen.confirm("undo this?"):
-                self.screen.say("nothing changed")
+            if self._moved(dry(engine), shown):
                 return
             done = undo_batches(engine, count)
         self.screen.say(render_agent.impact(done, "undo", False)[1])
 
     def do_redo(self, args: list[str]) -> None:
+        def dry(engine: Engine) -> str:
+            return render_agent.impact(redo_batches(engine, dry_run=True), "redo", True)[1]
+
+        shown = self._asked(dry, "redo this?")
+        if shown is None:
+            return
         with self.chat.workspace.engine(self._session) as engine:
-            plan = redo_batches(engine, dry_run=True)
-            self.screen.say(render_agent.impact(plan, "redo", True)[1])
-            if not self.screen.confirm("redo this?"):
-                self.screen.say("nothing changed")
+            if self._moved(dry(engine), shown):
                 return
             done = redo_batches(engine)
         self.screen.say(render_agent.impact(done, "redo", False)[1])
+
+    def _asked(self, dry: Callable[[Engine], str], question: str) -> str | None:
+        """Show the impact ``dry`` renders and ask; the impact shown if the answer is yes.
+
+        The store is closed while the person decides (that may be hours:
+        ``earshot gc`` and the other terminals go on meanwhile).
+        """
+        with self.chat.workspace.engine(self._session) as engine:
+            shown = dry(engine)
+        self.screen.say(shown)
+        if self.screen.confirm(question):
+            return shown
+        self.screen.say("nothing changed")
+        return None
+
+    def _moved(self, now: str, shown: str | None) -> bool:
+        """Whether the impact is no longer the one agreed to (said, and nothing done)."""
+        if now == shown:
+            return False
+        self.screen.say(
+            "the impact changed while you answered (another command ran): nothing changed; "
+            "run it again to see it as it is now"
+        )
+        return True
 
 
 def is_command(line: str) -> bool:

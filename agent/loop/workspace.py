@@ -3,9 +3,10 @@
 A chat lives for hours; ``earshot gc`` needs the store to itself, and
 another terminal's commands must see every batch at once. So the store is
 opened for each batch of tool calls and each slash command, and closed
-after (a few ms), exactly as a CLI command opens it: interrupted operations
-are finished first, and the engine is the one ``earshot exec`` uses, with
-the watch daemon's tracker when the face provides one.
+after (a few ms; a command that asks first closes it while it waits),
+exactly as a CLI command opens it: interrupted operations are finished
+first, and the engine is the one ``earshot exec`` uses, with the watch
+daemon's tracker when the face provides one.
 """
 
 from __future__ import annotations

@@ -175,6 +175,32 @@ def test_lines_typed_while_a_slash_command_runs_run_after_it_in_order(
     screen.leave()
 
 
+def test_the_store_is_free_while_undo_asks_and_an_impact_changed_meanwhile_is_not_acted_on(
+    cli: Cli, root: Path, chat: Callable[..., Screen]
+) -> None:
+    screen = chat(
+        [
+            [ToolCall("write_file", {"path": "one.txt", "content": "1\n"})],
+            [ToolCall("write_file", {"path": "two.txt", "content": "2\n"})],
+            "Done.",
+        ],
+        "--allow",
+        "write_file",
+    )
+    screen.line("make them")
+    screen.expect("Done")
+    screen.line("/undo")
+    screen.expect("dry run: undo of batch 2")
+    screen.expect(r"\[y")
+    cli.run("gc")  # needs the store to itself: the question holds none of it
+    cli.run("undo", session=screen.session)  # another terminal takes batch 2 back
+    screen.line("y")  # to undo batch 2, which now means batch 1
+    screen.expect("the impact changed while you answered")
+    assert (root / "one.txt").exists(), "an undo agreed to was acted on as another"
+    assert [b["seq"] for b in cli.json("log", session=screen.session)["batches"]] == [1, 2, 3]
+    screen.leave()
+
+
 def test_esc_stops_a_long_command_and_every_call_gets_a_result(
     cli: Cli, root: Path, chat: Callable[..., Screen]
 ) -> None:
