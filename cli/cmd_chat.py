@@ -133,7 +133,12 @@ def _print_mode(
     else:
         click.echo(result.text)
     if received:
-        click.echo(f"earshot: interrupted by signal {received[0]}; the batch is recorded", err=True)
+        made = (
+            f"batch {', '.join(map(str, result.batches))} recorded"
+            if result.batches
+            else "no batch was made"
+        )
+        click.echo(f"earshot: interrupted by signal {received[0]}; {made}", err=True)
         sys.exit(128 + received[0])
     if result.stop == "interrupted":
         sys.exit(EXIT_ERROR)
