@@ -114,9 +114,15 @@ DAEMON_MODULE = "earshot.agent.watch.daemon"
 class Connection:
     """One socket to the daemon, JSON lines; every failure answers None."""
 
-    def __init__(self, paths: DaemonPaths, timeout: float = REPLY_TIMEOUT) -> None:
+    def __init__(
+        self,
+        paths: DaemonPaths,
+        timeout: float = REPLY_TIMEOUT,
+        connect_timeout: float = CONNECT_TIMEOUT,
+    ) -> None:
         self.paths = paths
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self._sock: socket.socket | None = None
         self._buf = b""
 
@@ -155,7 +161,7 @@ class Connection:
     def _connect(self) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.settimeout(CONNECT_TIMEOUT)
+            sock.settimeout(self.connect_timeout)
             with unix_address(self.paths.socket) as address:
                 sock.connect(address)
         except OSError:
@@ -169,9 +175,14 @@ class Connection:
         self._sock, self._buf = None, b""
 
 
-def ask(paths: DaemonPaths, doc: dict[str, Any], timeout: float = REPLY_TIMEOUT) -> Any:
+def ask(
+    paths: DaemonPaths,
+    doc: dict[str, Any],
+    timeout: float = REPLY_TIMEOUT,
+    connect_timeout: float = CONNECT_TIMEOUT,
+) -> Any:
     """One request on a fresh connection; None if no daemon answered."""
-    conn = Connection(paths, timeout)
+    conn = Connection(paths, timeout, connect_timeout)
     try:
         return conn.ask(doc)
     finally:
@@ -338,5 +349,7 @@ def stop_daemon(paths: DaemonPaths, wait: float = 10.0) -> int | None:
 
 def daemon_status(paths: DaemonPaths) -> dict[str, Any] | None:
     """The daemon's status document, or None when no daemon answers."""
-    reply = ask(paths, {"op": "status"})
+    # A person asked: a daemon busy accepting is waited for as long as for its
+    # answer, not the hot path's half second (a loaded machine missed it).
+    reply = ask(paths, {"op": "status"}, connect_timeout=REPLY_TIMEOUT)
     return reply if isinstance(reply, dict) and "root" in reply else None
