@@ -12,7 +12,12 @@ earshot does not read ``core.excludesFile`` either.
 
 earshot's view: the file and symlink paths of a snapshot of the root, taken
 into a fresh store in a temporary directory (files over the size limit are
-in the tree as unrecorded, and counted).
+in the tree as unrecorded, and counted), with keeping ignored files turned
+off (``EARSHOT_KEEP_IGNORED=0``): what git ignores is then in the tree as
+existence only, and not counted. By default earshot also keeps the content
+of small ignored files (``cas/keep.py``): those, from a second snapshot,
+must all be paths git lists as ignored (``git ls-files -oi
+--exclude-standard``), and are counted as *kept*.
 
     python benchmarks/fidelity.py /work/trees/linux-source-6.1 [--json] [--show 20]
 
@@ -33,8 +38,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from earshot.cas.digest import Digest
+from earshot.cas.keep import KeepIgnored
 from earshot.cas.objects import ObjectReader
 from earshot.cas.project import Project
+from earshot.cas.scan import EXISTENCE_ONLY, ScanOptions
 from earshot.cas.tree import Kind, Unrecorded
 
 
@@ -86,16 +93,18 @@ def _walk(reader: ObjectReader, tree: Digest, prefix: str, out: set[str]) -> Non
         path = prefix + entry.name.decode("utf-8", "surrogateescape")
         if entry.kind is Kind.DIR and entry.digest is not None:
             _walk(reader, entry.digest, path + "/", out)
-        elif entry.kind is not Kind.UNRECORDED or entry.reason is not Unrecorded.SPECIAL:
+        elif entry.kind is not Kind.UNRECORDED or (
+            entry.reason is not Unrecorded.SPECIAL and entry.reason not in EXISTENCE_ONLY
+        ):
             out.add(path)
 
 
-def earshot_paths(root: Path) -> tuple[set[str], float]:
+def earshot_paths(root: Path, keep: KeepIgnored) -> tuple[set[str], float]:
     """(files and links a fresh snapshot of ``root`` records, seconds it took)."""
     out: set[str] = set()
     with (
         tempfile.TemporaryDirectory(prefix="earshot-fidelity-") as home,
-        Project(root, home=Path(home)) as project,
+        Project(root, home=Path(home), options=ScanOptions(keep=keep)) as project,
     ):
         start = time.perf_counter()
         recorded = project.snapshot()
@@ -116,17 +125,34 @@ class Fidelity:
     only_earshot: list[str] = field(default_factory=list)
     only_git: list[str] = field(default_factory=list)
     snapshot_seconds: float = 0.0
+    #: Ignored files whose content earshot keeps by default (beyond git's view).
+    kept: int = 0
+    #: Kept paths git does not list as ignored: each one is a defect.
+    kept_not_ignored: list[str] = field(default_factory=list)
 
     @property
     def same(self) -> bool:
-        return not (self.only_earshot or self.only_git)
+        return not (self.only_earshot or self.only_git or self.kept_not_ignored)
+
+
+def git_ignored(top: Path, home: Path, prefix: str = "") -> set[str]:
+    """Files and links git lists as ignored and untracked under ``top`` (nested ones too)."""
+    out = {prefix + p for p in _git(top, home, "ls-files", "-oi", "--exclude-standard")}
+    for rel in _git(top, home, "ls-files", "-co", "--exclude-standard"):
+        path = top / rel.rstrip("/")
+        if rel.endswith("/") or (path.is_dir() and not path.is_symlink() and _is_repo_top(path)):
+            out |= git_ignored(path, home, f"{prefix}{rel.rstrip('/')}/")
+    return out
 
 
 def compare(root: Path) -> Fidelity:
     root = root.resolve()
     with tempfile.TemporaryDirectory(prefix="fidelity-home-") as home:
         expected, tracked_ignored = git_paths(root, Path(home))
-    recorded, seconds = earshot_paths(root)
+        ignored = git_ignored(root, Path(home))
+    recorded, seconds = earshot_paths(root, KeepIgnored(enabled=False))
+    with_kept, _ = earshot_paths(root, KeepIgnored())
+    kept = with_kept - recorded
     return Fidelity(
         str(root),
         earshot=len(recorded),
@@ -135,6 +161,8 @@ def compare(root: Path) -> Fidelity:
         only_earshot=sorted(recorded - expected),
         only_git=sorted(expected - recorded),
         snapshot_seconds=round(seconds, 2),
+        kept=len(kept),
+        kept_not_ignored=sorted(kept - ignored),
     )
 
 
@@ -154,8 +182,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  of which tracked but ignored:  {result.tracked_ignored:,}")
         print(f"only earshot records:            {len(result.only_earshot):,}")
         print(f"only git lists:                  {len(result.only_git):,}")
+        print(f"ignored files kept besides:      {result.kept:,}")
+        print(f"  of which git does not ignore:  {len(result.kept_not_ignored):,}")
         print(f"snapshot (cold store):           {result.snapshot_seconds} s")
-        for label, paths in (("only earshot", result.only_earshot), ("only git", result.only_git)):
+        differences = (
+            ("only earshot", result.only_earshot),
+            ("only git", result.only_git),
+            ("kept, not ignored", result.kept_not_ignored),
+        )
+        for label, paths in differences:
             for path in paths[: args.show]:
                 print(f"  {label}: {path}")
     return 0 if result.same else 1

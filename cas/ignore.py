@@ -39,7 +39,19 @@ LEVEL_FILES: Final = (".gitignore", ".earshotignore")
 # git also drops ignore files above 100 MiB rather than load them.
 _MAX_SIZE: Final = 100 * 1024 * 1024
 # Bumped whenever matching changes, so fingerprints taken by older code go stale.
-_SALT: Final = b"earshot.ignore/2"
+_SALT: Final = b"earshot.ignore/3"
+
+#: What :meth:`IgnoreRules.verdict` answers: not ignored, ignored by git's rules
+#: (``.gitignore``, ``info/exclude``), or by an ``.earshotignore`` pattern.
+NOT_IGNORED: Final = 0
+BY_GIT: Final = 1
+BY_EARSHOT: Final = 2
+
+#: How a scan treats the entries of a directory below an ignored one (see
+#: :meth:`IgnoreRules.below_ignored`): kept within the budget for ignored
+#: files, or sparse (only the paths git tracks, the rest as existence only).
+KEPT: Final = "kept"
+SPARSE: Final = "sparse"
 
 _ESCAPE: Final = re.compile(r"\\(.)", re.DOTALL)
 _STAR: Final = "[^/]*"  # a "*" as pathspec translates it
@@ -200,7 +212,7 @@ class _Level:
     shared by the rules of every directory below it, and compiled on first use:
     a scan the stat cache vouches for matches no name at all."""
 
-    __slots__ = ("_kinds", "_patterns", "_prefix", "_present")
+    __slots__ = ("_kinds", "_own", "_patterns", "_prefix", "_present")
 
     def __init__(
         self,
@@ -212,6 +224,7 @@ class _Level:
         self._present = present
         self._patterns = patterns
         self._kinds: tuple[_Kind, _Kind] | None = None
+        self._own: _Level | bool | None = False  # False: not built yet
 
     @property
     def patterns(self) -> tuple[_Pattern, ...]:
@@ -229,8 +242,22 @@ class _Level:
             try:
                 self._kinds = _compile_level(self.patterns)
             except re.error:  # a pattern git matches nothing with (a bad range): dropped
-                self._kinds = _compile_level(tuple(p for p in self.patterns if _valid(p)))
+                # (from the patterns too: a rank names a pattern by its position)
+                self._patterns = tuple(p for p in self.patterns if _valid(p))
+                self._kinds = _compile_level(self._patterns)
         return self._kinds
+
+    def own(self) -> _Level | None:
+        """This level's ``.earshotignore`` patterns alone (None: it has none)."""
+        if self._own is False:
+            own = tuple(p for p in self.patterns if p.own)
+            self._own = _Level(self._prefix, (), own) if own else None
+        assert self._own is not True
+        return self._own
+
+    def pattern(self, rank: int) -> _Pattern:
+        """The pattern a rank (from :meth:`rank`) names."""
+        return self.patterns[rank // 2 - 1]
 
     def rank(self, rel_path: str, name: str, is_dir: bool) -> int:
         """The rank of the last pattern of this level that matches (0: none does)."""
@@ -295,7 +322,7 @@ class IgnoreRules:
     deepest level with a matching pattern decides, and in it the last one.
     """
 
-    __slots__ = ("_below", "_everything", "_fingerprint", "_levels", "index")
+    __slots__ = ("_below", "_everything", "_fingerprint", "_levels", "index", "mode")
 
     def __init__(
         self,
@@ -303,12 +330,16 @@ class IgnoreRules:
         fingerprint: bytes,
         index: GitIndex | None = None,
         everything: bool = False,
+        mode: str | None = None,
     ) -> None:
         self._levels = levels
         self._fingerprint = fingerprint
         self.index = index
         self._everything = everything
-        self._below: IgnoreRules | None = None
+        #: None: a directory judged by its patterns; ``KEPT`` or ``SPARSE``:
+        #: one below an ignored directory, where everything is ignored.
+        self.mode = mode
+        self._below: dict[str, IgnoreRules] = {}
 
     @classmethod
     def for_root(
@@ -379,7 +410,7 @@ class IgnoreRules:
             if repo is not None:
                 return self._nested(rel_dir, abs_dir, repo)
         if self._everything or (names is not None and not any(n in names for n in LEVEL_FILES)):
-            return self
+            return self  # below an ignored directory git reads no ignore file either
         return self._extend(
             rel_dir, [(n, _read(os.path.join(abs_dir, n), follow=False)) for n in LEVEL_FILES]
         )
@@ -427,18 +458,24 @@ class IgnoreRules:
             rel_dir, [("info/exclude", _read(repo.exclude_path, follow=True)), *sources]
         )
 
-    def below_ignored(self) -> IgnoreRules:
-        """The rules inside an ignored directory that holds tracked paths: all is ignored.
+    def below_ignored(self, mode: str = SPARSE) -> IgnoreRules:
+        """The rules inside an ignored directory: everything there is ignored.
 
-        git cannot re-include a file whose parent directory is excluded; a
-        scan descends into one only for what the index tracks there.
+        git cannot re-include a file whose parent directory is excluded.
+        ``mode`` says what a scan keeps there: ``KEPT``, the ignored files
+        within the budget; ``SPARSE``, what the index tracks (the rest as
+        existence only). The two have different fingerprints, so a stat-cache
+        record of one never stands for the other.
         """
-        if self._everything:
+        if self._everything and self.mode == mode:
             return self
-        if self._below is None:
-            digest = blake3.blake3(self._fingerprint + b"below an ignored directory").digest()
-            self._below = IgnoreRules(self._levels, digest, self.index, everything=True)
-        return self._below
+        below = self._below.get(mode)
+        if below is None:
+            salt = b"below an ignored directory" + (b"" if mode == SPARSE else b", kept")
+            digest = blake3.blake3(self._fingerprint + salt).digest()
+            below = IgnoreRules(self._levels, digest, self.index, everything=True, mode=mode)
+            self._below[mode] = below
+        return below
 
     def _extend(self, rel_dir: str, sources: Iterable[tuple[str, bytes | None]]) -> IgnoreRules:
         present = [(name, data) for name, data in sources if data is not None]
@@ -469,6 +506,32 @@ class IgnoreRules:
             if rank:
                 return bool(rank & 1)
         return False
+
+    def verdict(self, rel_path: str, is_dir: bool) -> int:
+        """Who ignores an entry of this directory: ``NOT_IGNORED``, ``BY_GIT`` or ``BY_EARSHOT``.
+
+        ``BY_EARSHOT`` when the deciding pattern comes from an ``.earshotignore``;
+        below an ignored directory (everything ignored, by git), when the last
+        ``.earshotignore`` pattern that matches ignores it. The index is not
+        consulted (see :meth:`excludes`).
+        """
+        if not rel_path.isascii():
+            rel_path = _bytewise(rel_path)
+        name = rel_path[rel_path.rfind("/") + 1 :]
+        if self._everything:
+            for level in reversed(self._levels):
+                own = level.own()
+                rank = own.rank(rel_path, name, is_dir) if own is not None else 0
+                if rank:
+                    return BY_EARSHOT if rank & 1 else BY_GIT
+            return BY_GIT
+        for level in reversed(self._levels):
+            rank = level.rank(rel_path, name, is_dir)
+            if rank:
+                if not rank & 1:
+                    return NOT_IGNORED
+                return BY_EARSHOT if level.pattern(rank).own else BY_GIT
+        return NOT_IGNORED
 
     def tracks(self, rel_path: str, is_dir: bool) -> bool:
         """Whether the index holds the entry (a directory: holds something below it)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import schema
@@ -22,6 +22,7 @@ from .errors import EarshotError
 from .fsck import FsckReport, check_store
 from .gc import GcReport, collect_garbage
 from .intents import Held, Intents, end_intent
+from .keep import KeepIgnored
 from .logs import get_logger
 from .lookup import lookup
 from .objects import ObjectStore, ObjectWriter
@@ -43,12 +44,13 @@ from .scan import (
     Scanner,
     ScanOptions,
     ScanReport,
+    counts_as_file,
     max_file_size_from_env,
     touch_marker,
 )
 from .snapshot import Snapshot
 from .stats import StoreStats, store_stats
-from .tree import Kind, Unrecorded
+from .tree import Kind
 
 log = get_logger("earshot.cas")
 
@@ -114,9 +116,7 @@ def _count_base(writer: ObjectWriter, base: Digest) -> tuple[int, int]:
         for entry in writer.read_tree(stack.pop()):
             if entry.kind is Kind.DIR and entry.digest is not None:
                 stack.append(entry.digest)
-            elif entry.kind is Kind.FILE or (
-                entry.kind is Kind.UNRECORDED and entry.reason is not Unrecorded.SPECIAL
-            ):
+            elif counts_as_file(entry):
                 files += 1
                 size += entry.size
     return files, size
@@ -140,7 +140,9 @@ class Project:
         self.store_dir = checkpoints_dir(real, self.home)
         self.store = ObjectStore.open(self.store_dir, schema.CORE_TABLES + extra_tables)
         self.intents = Intents(self.store.backend, self.store_dir / "intents")
-        self.options = options or ScanOptions(max_file_size=max_file_size_from_env())
+        self.options = options or ScanOptions(
+            max_file_size=max_file_size_from_env(), keep=KeepIgnored.from_env()
+        )
         home_real = os.path.realpath(self.home)
         if home_real == str(real) or home_real.startswith(str(real) + os.sep):
             # The data dir lies inside the root: never record it. When it *is*
@@ -153,9 +155,7 @@ class Project:
                     os.path.join(home_real, "sessions"),
                 ]
             )
-            self.options = ScanOptions(
-                self.options.max_file_size, self.options.racy_margin_ns, frozenset(own)
-            )
+            self.options = replace(self.options, exclude_dirs=frozenset(own))
 
     def close(self) -> None:
         self.store.close()

@@ -9,7 +9,10 @@ is what the tree records.
 
 Paths are judged as a full scan judges them: the rules of each directory
 are carried down from the root (a nested repository brings its own), and
-a path the index tracks is recorded whatever the rules say.
+a path the index tracks is recorded whatever the rules say. An ignored
+directory a named path lies in is judged whole, as a scan judges it (kept
+within the budget, sparse, or existence only): its verdict is about all of
+it.
 """
 
 from __future__ import annotations
@@ -21,9 +24,18 @@ from pathlib import PurePosixPath
 
 from .digest import Digest
 from .errors import EarshotError
-from .ignore import IgnoreRules
-from .scan import MAX_DEPTH, Scanner, entry_from_key, fsencode, is_temp_name, join
-from .tree import Kind, TreeEntry, Unrecorded
+from .ignore import SPARSE, IgnoreRules
+from .scan import (
+    MAX_DEPTH,
+    Scanner,
+    counts_as_file,
+    entry_from_key,
+    fsencode,
+    is_temp_name,
+    join,
+)
+from .statcache import EntryKey, load_record
+from .tree import Kind, TreeEntry
 
 #: Trie of named paths; an empty dict under a name means "this whole entry".
 _Trie = dict[str, "_Trie"]
@@ -89,7 +101,7 @@ class _Replaced:
         if entry.kind is Kind.DIR and entry.digest is not None:
             for child in scanner.writer.read_tree(entry.digest):
                 self.drop(scanner, child)
-        elif entry.kind in (Kind.FILE, Kind.UNRECORDED) and entry.reason is not Unrecorded.SPECIAL:
+        elif counts_as_file(entry):
             self.files += 1
             self.bytes += entry.size
 
@@ -134,6 +146,7 @@ def _update(
     """``tree`` (the directory ``rel_dir``) with the trie's paths re-read; ``rules``: its own."""
     reader = scanner.writer
     entries = {e.name: e for e in reader.read_tree(tree)} if tree is not None else {}
+    cached: dict[str, EntryKey] | None = None  # the stat cache's keys here, read once
     for name, node in trie.items():
         if not name or name == ".git" or is_temp_name(name):
             continue
@@ -146,37 +159,38 @@ def _update(
             replaced.drop(scanner, entries.pop(key, None))
             continue
         is_dir = stat.S_ISDIR(st.st_mode)
-        inner = rules
-        leads = is_dir and rel in forced.leading
-        lead_only = False  # an ignored directory, there only to lead to a forced path
-        if rules.is_ignored(rel, is_dir):
-            tracked = rules.tracks(rel, is_dir)
-            if not (tracked or rel in forced.paths or leads):
-                replaced.drop(scanner, entries.pop(key, None))
-                continue
-            lead_only = leads and not tracked
-            inner = rules.below_ignored() if is_dir else rules
         if is_dir and path in scanner.options.exclude_dirs:
             replaced.drop(scanner, entries.pop(key, None))
             continue
+        verdict = 0 if rel in forced.paths else scanner.judge(rules, rel, is_dir)
         old = entries.get(key)
-        # Such a directory is not read whole (its rules ignore the rest): only
-        # what the trie names below it.
-        if lead_only and not _is_whole(node) and (old is None or old.kind is not Kind.DIR):
-            subtree = _update(scanner, None, rel, node, replaced, inner.descend(rel, path), forced)
-            replaced.drop(scanner, old)
+        if verdict and is_dir and rel in forced.leading:
+            # An ignored directory that leads to a forced path: what the trie
+            # names below it is recorded, and (when the tree held it whole)
+            # the rest as it was; never read whole for the forced path's sake.
+            inner = rules.below_ignored(SPARSE)
+            base = old.digest if old is not None and old.kind is Kind.DIR else None
+            if old is not None and base is None:
+                replaced.drop(scanner, old)
+            subtree = _update(scanner, base, rel, node, replaced, inner.descend(rel, path), forced)
             entries[key] = TreeEntry(key, Kind.DIR, stat.S_IMODE(st.st_mode), 0, subtree)
             continue
-        if _is_whole(node) or not is_dir or old is None or old.kind is not Kind.DIR:
+        whole = _is_whole(node) or not is_dir or old is None or old.kind is not Kind.DIR
+        if whole or verdict or rules.mode is not None:
+            # Read whole; an ignored directory always is: its verdict (kept,
+            # sparse, existence only) is about all of it.
+            if cached is None:
+                record = load_record(reader.view, rel_dir) if scanner.use_cache else None
+                cached = record.entries if record is not None else {}
             replaced.drop(scanner, old)
-            found = scanner._entry(path, rel, st, None, inner)
+            found = scanner._entry(path, rel, st, cached.get(name), rules, verdict)
             if found is None:
                 entries.pop(key, None)
             else:
                 entries[key] = entry_from_key(key, found)
             continue
-        subtree = _update(
-            scanner, old.digest, rel, node, replaced, inner.descend(rel, path), forced
-        )
+        assert old is not None  # not whole: a directory the tree holds
+        inner = rules.descend(rel, path)
+        subtree = _update(scanner, old.digest, rel, node, replaced, inner, forced)
         entries[key] = TreeEntry(key, Kind.DIR, stat.S_IMODE(st.st_mode), 0, subtree)
     return reader.put_tree(list(entries.values()))

@@ -26,12 +26,20 @@ from pathlib import Path
 
 from .digest import Digest, blob_digest
 from .errors import EarshotError
-from .gitindex import NO_INDEX
-from .ignore import IgnoreRules
+from .ignore import BY_EARSHOT, KEPT, NOT_IGNORED, SPARSE, IgnoreRules
+from .keep import (
+    MAGIC_BYTES,
+    Budget,
+    KeepIgnored,
+    OverBudget,
+    is_build_output,
+    is_cache,
+    within_budget,
+)
 from .mounts import MountTable
 from .objects import ObjectWriter
 from .statcache import SMUDGED, DirRecord, EntryKey, StoredPaths, load_record, store_record
-from .tree import Kind, TreeEntry, Unrecorded
+from .tree import Ident, Kind, TreeEntry, Unrecorded
 
 TEMP_PREFIX = ".earshot-tmp-"
 #: A temp file earshot writes before a rename: the prefix, a tag (an intent's
@@ -70,6 +78,23 @@ ProgressFn = Callable[[int], None]
 _FILE, _SYMLINK, _DIR, _UNRECORDED = (
     int(k) for k in (Kind.FILE, Kind.SYMLINK, Kind.DIR, Kind.UNRECORDED)
 )
+#: The last field of a cache key. For an unrecorded entry: its reason, with
+#: ``_ON_DIR`` when it is a directory. For a file or link: ``_IGNORED`` when
+#: ignored and kept. For a directory: how its entries were judged (below an
+#: ignored directory, kept or sparse), so a cached name keeps its verdict.
+_ON_DIR = 0x40
+_IGNORED = 1
+_DIR_KEPT, _DIR_SPARSE = 1, 2
+#: A name's verdict, for the entry at hand: not ignored, ignored by git's
+#: rules, excluded by ``.earshotignore``; for an ignored directory that holds
+#: tracked paths, ignored but entered for them; for an ignored file the index
+#: tracks, recorded (its directory's record then depends on the index).
+_NOT, _GIT, _OWN, _GIT_TRACKED, _TRACKED = 0, 1, 2, 3, 4
+#: Unrecorded reasons that mean "ignored, existence only": not counted as files.
+EXISTENCE_ONLY = frozenset(
+    {Unrecorded.IGNORED, Unrecorded.CACHE, Unrecorded.EXCLUDED, Unrecorded.BUILD}
+)
+_EXISTENCE_ONLY = frozenset(int(r) for r in EXISTENCE_ONLY)
 
 
 ENV_MAX_FILE_SIZE = "EARSHOT_MAX_FILE_SIZE"
@@ -105,6 +130,8 @@ class ScanOptions:
     racy_margin_ns: int = DEFAULT_RACY_MARGIN_NS
     #: Directories never recorded (earshot's data, when it lies inside the root).
     exclude_dirs: frozenset[str] = frozenset()
+    #: What of the ignored is kept (``cas.keep``).
+    keep: KeepIgnored = field(default_factory=KeepIgnored)
 
 
 @dataclass(slots=True)
@@ -116,7 +143,10 @@ class ScanReport:
     #: Files whose content was read (the stat cache did not vouch for them).
     files_read: int = 0
     bytes_read: int = 0
+    #: Not recorded for a reason a person should hear of (too large, unreadable, ...).
     unrecorded: list[tuple[str, Unrecorded]] = field(default_factory=list)
+    #: Ignored entries kept as existence only (``EXISTENCE_ONLY``), counted.
+    existence_only: int = 0
     #: (path, reason) of what was not walked at all: special file systems.
     skipped: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -155,6 +185,8 @@ class Scanner:
         #: Root-relative paths recorded whatever the size limit: what an
         #: agent's write or edit names, so undo can bring back what it replaced.
         self.unlimited: frozenset[str] = frozenset()
+        #: The budget of the ignored directory being kept, while its walk runs.
+        self._budget: Budget | None = None
         self._seen = 0
         self.mounts = MountTable()
         #: The device of the directory being listed: a subdirectory on another
@@ -192,6 +224,10 @@ class Scanner:
     ) -> Digest:
         """Record the directory at ``path`` (``rel`` from the root) and below.
 
+        ``parent_rules``: the rules of the directory holding it (the root's
+        own for the root), or, below an ignored directory, the rules of that
+        mode (``IgnoreRules.below_ignored``), which are its own already.
+
         A directory whose mtime equals the cached one (and was safely old
         then) has the same names as last time: they are lstat'ed by name and
         the listing is not read again, as git's untracked cache does (~35% of
@@ -220,7 +256,7 @@ class Scanner:
             rules = parent_rules.descend(rel, path, names)
         old = record.entries if record is not None else {}
         # With unchanged rules (and index), a name the cache holds with the same
-        # kind is known to be recorded: only new names pay for pattern matching.
+        # kind keeps its verdict: only new names pay for pattern matching.
         same_rules = (
             record is not None
             and record.fingerprint == rules.fingerprint
@@ -230,35 +266,45 @@ class Scanner:
         # record holds only while the index is the same.
         judged = same_rules and bool(record.index_tag) if record is not None else False
         new: dict[str, EntryKey] = {}
+        exclude = self.options.exclude_dirs
         for dirent in dirents:
             name = dirent.name
             if name == ".git" or is_temp_name(name):
                 continue
             cached = old.get(name)
-            inner = rules  # the rules its own entries are judged by, for a directory
             try:
                 is_dir = dirent.is_dir(follow_symlinks=False)
-                if not (same_rules and cached is not None and (cached[0] == _DIR) == is_dir):
-                    if rules.is_ignored(join(rel, name), is_dir):
-                        judged = True
-                        if not rules.tracks(join(rel, name), is_dir):
-                            continue
-                        if is_dir:
-                            inner = rules.below_ignored()
-                    if is_dir and dirent.path in self.options.exclude_dirs:
-                        continue
-                elif judged and is_dir and rules.is_ignored(join(rel, name), True):
-                    inner = rules.below_ignored()  # kept last time for what it tracks
+                if is_dir and dirent.path in exclude:
+                    continue
+                if same_rules and cached is not None and _is_dir_key(cached) == is_dir:
+                    verdict = _verdict_of(cached)
+                else:
+                    verdict = self.judge(rules, join(rel, name), is_dir)
+                judged |= verdict != _NOT or rules.mode is not None
                 st = dirent.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # vanished mid-scan: it is simply not there
-            key = self._visit(dirent.path, rel, name, st, cached, inner)
+            key = self._visit(dirent.path, rel, name, st, cached, rules, verdict)
             if key is not None:
                 new[name] = key
         index_tag = self._index_tag(rules) if judged else b""
         return self._finish_dir(
             rel, rules, record, new, dir_mtime, ignore_files, len(dirents), index_tag
         )
+
+    def judge(self, rules: IgnoreRules, rel: str, is_dir: bool) -> int:
+        """A name's verdict (``_NOT``, ``_GIT``, ``_OWN``, ``_GIT_TRACKED``, ``_TRACKED``).
+
+        git applies no pattern to a path in its index: a tracked file is
+        recorded whatever the rules say, and an ignored directory holding
+        tracked paths is entered for them.
+        """
+        verdict = rules.verdict(rel, is_dir)
+        if verdict == NOT_IGNORED:
+            return _NOT
+        if rules.tracks(rel, is_dir):
+            return _GIT_TRACKED if is_dir else _TRACKED
+        return _OWN if verdict == BY_EARSHOT else _GIT
 
     def _index_tag(self, rules: IgnoreRules) -> bytes:
         """The index identity to store: never one written too close to the scan to trust."""
@@ -271,21 +317,13 @@ class Scanner:
         """Revisit the names a directory held last time; None if one has gone."""
         new: dict[str, EntryKey] = {}
         lstat = os.lstat
-        # A directory kept although ignored (the index tracks something in it)
-        # passes its rules on as "below ignored". With no index nothing is
-        # kept so: no pattern is matched, and no level compiled (95 of the
-        # kernel tree's, ~0.2 s of a no-change snapshot).
-        judged = bool(record.index_tag) and record.index_tag != NO_INDEX
         for name, cached in record.entries.items():
             full = f"{path}/{name}"
             try:
                 st = lstat(full)
             except FileNotFoundError:
                 return None  # the listing changed after all: read it
-            inner = rules
-            if judged and cached[0] == _DIR and rules.is_ignored(join(rel, name), True):
-                inner = rules.below_ignored()  # kept for what the index tracks in it
-            key = self._visit(full, rel, name, st, cached, inner)
+            key = self._visit(full, rel, name, st, cached, rules, _verdict_of(cached))
             if key is not None:
                 new[name] = key
         return self._finish_dir(
@@ -307,6 +345,7 @@ class Scanner:
         st: os.stat_result,
         cached: EntryKey | None,
         rules: IgnoreRules,
+        verdict: int,
     ) -> EntryKey | None:
         # The hot path, inlined: a regular file the stat cache vouches for.
         if (
@@ -317,6 +356,7 @@ class Scanner:
             and cached[4] == st.st_ctime_ns
             and cached[5] == st.st_ino
             and st.st_mode == _S_IFREG | cached[1]
+            and cached[7] == (verdict == _GIT)
         ):
             # No size check: a file over the limit is cached as a file only
             # when it was recorded past it (an agent's write named it), and
@@ -325,8 +365,10 @@ class Scanner:
             self.report.content_bytes += st.st_size
             if st.st_nlink > 1:
                 self.report.linked.append(join(rel, name))
+            if self._budget is not None:
+                self._budget.take(st.st_size)
             return cached
-        return self._entry(full, join(rel, name), st, cached, rules)
+        return self._entry(full, join(rel, name), st, cached, rules, verdict)
 
     def _finish_dir(
         self,
@@ -368,10 +410,26 @@ class Scanner:
         return digest
 
     def _entry(
-        self, path: str, rel: str, st: os.stat_result, cached: EntryKey | None, rules: IgnoreRules
+        self,
+        path: str,
+        rel: str,
+        st: os.stat_result,
+        cached: EntryKey | None,
+        rules: IgnoreRules,
+        verdict: int = _NOT,
     ) -> EntryKey | None:
+        """The cache key of one entry, read or judged as its verdict says.
+
+        ``rules``: those of the directory holding it. What ``.earshotignore``
+        excludes, and what git's rules ignore beyond the limits of
+        ``ScanOptions.keep``, is kept as existence only (its identity, never
+        its content); a path an agent's write names (``unlimited``) is
+        recorded whatever the rules say.
+        """
         mode = st.st_mode
         perm = stat.S_IMODE(mode)
+        if verdict == _OWN and rel not in self.unlimited:
+            return self._existence(rel, st, Unrecorded.EXCLUDED)
         if st.st_nlink > 1 and stat.S_ISREG(mode):
             self.report.linked.append(rel)
         if stat.S_ISDIR(mode):
@@ -379,35 +437,50 @@ class Scanner:
                 self.report.warnings.append(
                     f"{rel[:60]}...: more than {MAX_DEPTH} levels deep, not recorded"
                 )
-                return self._unrecorded(rel, perm, 0, Unrecorded.TOO_DEEP)
+                return self._unrecorded(rel, st, 0, Unrecorded.TOO_DEEP)
             outer = self._dev
             if st.st_dev != outer:
                 special = self.mounts.special_type(path)
                 if special is not None:
                     # Kept in the tree as unrecorded: a restore never writes into it.
                     self.report.skipped.append((rel, f"special file system ({special})"))
-                    return (_UNRECORDED, perm, 0, 0, 0, 0, None, int(Unrecorded.SPECIAL))
-            self._dev = st.st_dev
-            try:
-                digest = self.scan_dir(path, rel, rules, dir_mtime=st.st_mtime_ns)
-            except PermissionError:
-                return self._unrecorded(rel, perm, 0, Unrecorded.UNREADABLE)
-            except (FileNotFoundError, NotADirectoryError):
-                return None
-            finally:
-                self._dev = outer
-            return (_DIR, perm, 0, 0, 0, 0, digest, 0)
+                    return _unrecorded_key(st, 0, Unrecorded.SPECIAL)
+            if verdict in (_GIT, _GIT_TRACKED) or rules.mode is not None:
+                return self._ignored_dir(path, rel, st, cached, rules, verdict)
+            return self._dir(path, rel, st, rules, _DIR_NORMAL_FLAG)
+        kept = verdict == _GIT
+        if kept and rel not in self.unlimited:
+            # An ignored file or link, not tracked: its content is kept only
+            # within the limits, and never in sparse mode.
+            keep = self.options.keep
+            size = st.st_size if stat.S_ISREG(mode) else 0
+            if not keep.enabled or rules.mode == SPARSE or size > keep.max_file:
+                if self._budget is not None:
+                    self._budget.take(0)
+                return self._existence(rel, st, Unrecorded.IGNORED)
+            if self._budget is not None:
+                self._budget.take(size)
         if stat.S_ISLNK(mode):
-            return self._symlink(path, rel, st, perm)
+            return self._symlink(path, rel, st, perm, kept)
         if not stat.S_ISREG(mode):
             self.report.warnings.append(
                 f"{rel}: special file (socket, fifo or device), not recorded"
             )
-            return self._unrecorded(rel, perm, 0, Unrecorded.SPECIAL)
+            return self._unrecorded(rel, st, 0, Unrecorded.SPECIAL)
+        if (
+            kept
+            and cached is not None
+            and cached[7] == _BUILD
+            and cached[0] == _UNRECORDED
+            and cached[2:6] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        ):
+            self.report.existence_only += 1
+            return cached  # the same build output as last time: not read again
         self.report.files += 1
         self.report.content_bytes += st.st_size
         if st.st_size > self.options.max_file_size and rel not in self.unlimited:
-            return self._unrecorded(rel, perm, st.st_size, Unrecorded.TOO_LARGE)
+            return self._unrecorded(rel, st, st.st_size, Unrecorded.TOO_LARGE)
+        flag = _IGNORED if kept else 0
         if (
             cached is not None
             and cached[0] == _FILE
@@ -416,20 +489,83 @@ class Scanner:
             and cached[3] == st.st_mtime_ns
             and cached[4] == st.st_ctime_ns
             and cached[5] == st.st_ino
+            and cached[7] == flag
         ):
             return cached
-        return self._hash_file(path, rel, st)
+        return self._hash_file(path, rel, st, flag)
 
-    def _hash_file(self, path: str, rel: str, st: os.stat_result) -> EntryKey | None:
+    def _dir(
+        self, path: str, rel: str, st: os.stat_result, inner: IgnoreRules, flag: int
+    ) -> EntryKey | None:
+        """A directory recorded with its content, its entries judged by ``inner``."""
+        perm = stat.S_IMODE(st.st_mode)
+        outer = self._dev
+        self._dev = st.st_dev
+        try:
+            digest = self.scan_dir(path, rel, inner, dir_mtime=st.st_mtime_ns)
+        except PermissionError:
+            return self._unrecorded(rel, st, 0, Unrecorded.UNREADABLE)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        finally:
+            self._dev = outer
+        return (_DIR, perm, 0, 0, 0, 0, digest, flag)
+
+    def _ignored_dir(
+        self,
+        path: str,
+        rel: str,
+        st: os.stat_result,
+        cached: EntryKey | None,
+        rules: IgnoreRules,
+        verdict: int,
+    ) -> EntryKey | None:
+        """An ignored directory (or one below an ignored one): kept, sparse or existence only.
+
+        A cache is never kept. Outside a kept directory, one is kept when it
+        fits the budget (``keep.within_budget``, by names and sizes; then its
+        walk takes from the budget and gives up past it); one that did not
+        fit keeps that verdict while its own mtime stays the same. What git
+        tracks below an ignored directory is recorded whatever the budget:
+        a directory holding some is walked sparse, for them.
+        """
+        keep = self.options.keep
+        tracked = verdict == _GIT_TRACKED
+        cache = is_cache(path, path.rpartition("/")[2])
+        if rules.mode == SPARSE or not keep.enabled or cache:
+            if tracked:
+                return self._dir(path, rel, st, rules.below_ignored(SPARSE), _DIR_SPARSE)
+            return self._existence(rel, st, Unrecorded.CACHE if cache else Unrecorded.IGNORED)
+        if rules.mode == KEPT:  # inside a kept directory: its budget goes on
+            return self._dir(path, rel, st, rules.below_ignored(KEPT), _DIR_KEPT)
+        ident = _unrecorded_key(st, 0, Unrecorded.IGNORED)
+        was_kept = cached is not None and cached[0] == _DIR and cached[7] == _DIR_KEPT
+        stayed_over = cached is not None and cached[:6] == ident[:6] and cached[7] == ident[7]
+        if not was_kept and (stayed_over or not within_budget(path, keep)):
+            return self._over_budget(path, rel, st, rules, tracked)
+        self._budget = Budget(keep)
+        try:
+            return self._dir(path, rel, st, rules.below_ignored(KEPT), _DIR_KEPT)
+        except OverBudget:
+            return self._over_budget(path, rel, st, rules, tracked)
+        finally:
+            self._budget = None
+
+    def _over_budget(
+        self, path: str, rel: str, st: os.stat_result, rules: IgnoreRules, tracked: bool
+    ) -> EntryKey | None:
+        if tracked:
+            return self._dir(path, rel, st, rules.below_ignored(SPARSE), _DIR_SPARSE)
+        return self._existence(rel, st, Unrecorded.IGNORED)
+
+    def _hash_file(self, path: str, rel: str, st: os.stat_result, flag: int = 0) -> EntryKey | None:
         for _attempt in range(_RETRIES):
             try:
                 fd = os.open(path, _OPEN_FLAGS)
             except FileNotFoundError:
                 return None
             except PermissionError:
-                return self._unrecorded(
-                    rel, stat.S_IMODE(st.st_mode), st.st_size, Unrecorded.UNREADABLE
-                )
+                return self._unrecorded(rel, st, st.st_size, Unrecorded.UNREADABLE)
             except OSError as exc:  # ELOOP: it became a symlink; treat as changed
                 self.report.warnings.append(f"{rel}: {exc.strerror}; skipped")
                 return None
@@ -437,6 +573,12 @@ class Scanner:
                 before = os.fstat(fd)
                 if not stat.S_ISREG(before.st_mode):
                     return None
+                if flag == _IGNORED and is_build_output(
+                    path.rpartition("/")[2], os.pread(fd, MAGIC_BYTES, 0)
+                ):
+                    self.report.files -= 1  # counted as a file before it was looked at
+                    self.report.content_bytes -= st.st_size
+                    return self._existence(rel, before, Unrecorded.BUILD)
                 digest = self.writer.put_file(fd, before.st_size)
                 after = os.fstat(fd)
             finally:
@@ -449,18 +591,20 @@ class Scanner:
                 after.st_mtime_ns,
                 after.st_ctime_ns,
             ):
-                return self._file_key(before, perm, digest)
+                return self._file_key(before, perm, digest, flag)
             st = after
         self.report.warnings.append(f"{rel}: kept changing while being read; recorded, not cached")
-        return (_FILE, perm, after.st_size, SMUDGED, 0, 0, digest, 0)
+        return (_FILE, perm, after.st_size, SMUDGED, 0, 0, digest, flag)
 
-    def _file_key(self, st: os.stat_result, perm: int, digest: Digest) -> EntryKey:
+    def _file_key(self, st: os.stat_result, perm: int, digest: Digest, flag: int) -> EntryKey:
         mtime = st.st_mtime_ns
         if mtime >= self.trust_before_ns or st.st_ctime_ns >= self.trust_before_ns:
             mtime = SMUDGED  # racy: hash again next time
-        return (_FILE, perm, st.st_size, mtime, st.st_ctime_ns, st.st_ino, digest, 0)
+        return (_FILE, perm, st.st_size, mtime, st.st_ctime_ns, st.st_ino, digest, flag)
 
-    def _symlink(self, path: str, rel: str, st: os.stat_result, perm: int) -> EntryKey | None:
+    def _symlink(
+        self, path: str, rel: str, st: os.stat_result, perm: int, kept: bool = False
+    ) -> EntryKey | None:
         try:
             target = os.readlink(os.fsencode(path))
         except FileNotFoundError:
@@ -471,11 +615,67 @@ class Scanner:
         digest = blob_digest(target)
         if not self.writer.has(digest):
             self.writer.put_blob(target)
-        return (_SYMLINK, perm, len(target), 0, 0, 0, digest, 0)
+        return (_SYMLINK, perm, len(target), 0, 0, 0, digest, _IGNORED if kept else 0)
 
-    def _unrecorded(self, rel: str, perm: int, size: int, why: Unrecorded) -> EntryKey:
+    def _unrecorded(self, rel: str, st: os.stat_result, size: int, why: Unrecorded) -> EntryKey:
         self.report.unrecorded.append((rel, why))
-        return (_UNRECORDED, perm, size, 0, 0, 0, None, int(why))
+        return _unrecorded_key(st, size, why)
+
+    def _existence(self, rel: str, st: os.stat_result, why: Unrecorded) -> EntryKey:
+        """An ignored entry kept as existence only: its identity, never its content."""
+        self.report.existence_only += 1
+        size = st.st_size if stat.S_ISREG(st.st_mode) else 0
+        return _unrecorded_key(st, size, why)
+
+
+_DIR_NORMAL_FLAG = 0
+_BUILD = int(Unrecorded.BUILD)
+
+
+def _unrecorded_key(st: os.stat_result, size: int, why: Unrecorded) -> EntryKey:
+    """The cache key of an unrecorded entry, with its identity (inode; a file's mtime)."""
+    on_dir = stat.S_ISDIR(st.st_mode)
+    return (
+        _UNRECORDED,
+        stat.S_IMODE(st.st_mode),
+        size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+        st.st_ino,
+        None,
+        int(why) | (_ON_DIR if on_dir else 0),
+    )
+
+
+def _is_dir_key(key: EntryKey) -> bool:
+    """Whether a cache key is of a directory (an unrecorded one included)."""
+    return key[0] == _DIR or (key[0] == _UNRECORDED and bool(key[7] & _ON_DIR))
+
+
+def _verdict_of(key: EntryKey) -> int:
+    """The verdict a cached key was recorded under (the same rules apply still)."""
+    kind, flag = key[0], key[7]
+    if kind == _UNRECORDED:
+        reason = flag & ~_ON_DIR
+        if reason == Unrecorded.EXCLUDED:
+            return _OWN
+        return _GIT if reason in _EXISTENCE_ONLY else _NOT
+    if kind == _DIR:
+        return _GIT if flag == _DIR_KEPT else _GIT_TRACKED if flag == _DIR_SPARSE else _NOT
+    return _GIT if flag == _IGNORED else _NOT
+
+
+def counts_as_file(entry: TreeEntry) -> bool:
+    """Whether an entry counts among a tree's files: recorded, or a file whose
+    content was not read (too large, unreadable); not what is kept as
+    existence only, nor a special file or directory."""
+    if entry.kind is Kind.FILE:
+        return True
+    if entry.kind is not Kind.UNRECORDED:
+        return False
+    if entry.ident is not None and entry.ident.is_dir:
+        return False
+    return entry.reason in (Unrecorded.TOO_LARGE, Unrecorded.UNREADABLE)
 
 
 def _same_index(record: DirRecord, rules: IgnoreRules) -> bool:
@@ -486,7 +686,10 @@ def _same_index(record: DirRecord, rules: IgnoreRules) -> bool:
 def entry_from_key(name: bytes, key: EntryKey) -> TreeEntry:
     kind = Kind(key[0])
     if kind is Kind.UNRECORDED:
-        return TreeEntry(name, kind, key[1], key[2], None, Unrecorded(key[7]))
+        on_dir = bool(key[7] & _ON_DIR)
+        # A key cached before identities were kept (no inode) gives none.
+        ident = Ident(key[5], 0 if on_dir else key[3], on_dir) if key[5] else None
+        return TreeEntry(name, kind, key[1], key[2], None, Unrecorded(key[7] & ~_ON_DIR), ident)
     assert key[6] is not None
     return TreeEntry(name, kind, key[1], key[2], Digest(key[6]))
 

@@ -5,8 +5,17 @@ order of their name bytes; each entry is::
 
     uvarint(len(name)) name  kind:u8  uvarint(mode)  uvarint(size)  payload
 
-where the payload is the 32-byte digest (files, symlinks, directories) or one
-reason byte (unrecorded entries). One tree has exactly one encoding, so equal
+where the payload is the 32-byte digest (files, symlinks, directories) or, for
+an unrecorded entry, one reason byte, and when its identity is known (bit
+``0x80`` of that byte; bit ``0x40``: it is a directory) the inode and the
+modification time that identify it on disk::
+
+    reason|flags:u8  [uvarint(inode)  uvarint(zigzag(mtime_ns))]
+
+An unrecorded entry's content is not held, so its identity is what says that
+it changed (a file rewritten in place gets a new mtime) or moved (a rename
+keeps the inode). A directory's mtime changes with its listing, so for one
+only the inode is kept (mtime 0). One tree has exactly one encoding, so equal
 directories get equal digests and unchanged subtrees are shared between
 snapshots.
 
@@ -47,6 +56,43 @@ class Unrecorded(IntEnum):
     SPECIAL = 3
     #: A directory deeper than ``scan.MAX_DEPTH`` levels: kept, never walked.
     TOO_DEEP = 4
+    #: Ignored by git's rules (``.gitignore``, ``info/exclude``) and not kept:
+    #: a file over the limit for ignored files, or a directory over the budget.
+    IGNORED = 5
+    #: A regenerable cache directory (``node_modules``, a venv, a directory
+    #: marked by ``CACHEDIR.TAG``, a tool's cache), ignored: never walked.
+    CACHE = 6
+    #: Excluded by an ``.earshotignore`` pattern: earshot's own "do not keep".
+    EXCLUDED = 7
+    #: An ignored build output: a compiled object, library or executable (by
+    #: its first bytes), which the build makes again.
+    BUILD = 8
+
+
+#: Bits of an unrecorded entry's reason byte: its identity follows, and it is a directory.
+_HAS_IDENT = 0x80
+_IS_DIR = 0x40
+
+
+@dataclass(frozen=True, slots=True)
+class Ident:
+    """What identifies an unrecorded entry on disk: its inode, and for a file its mtime.
+
+    Equal identities on both sides of a batch mean the same file or
+    directory: unchanged if at the same path, moved if at another.
+    """
+
+    ino: int
+    mtime_ns: int = 0
+    is_dir: bool = False
+
+
+def _zigzag(value: int) -> int:
+    return value * 2 if value >= 0 else -value * 2 - 1
+
+
+def _unzigzag(value: int) -> int:
+    return value // 2 if value % 2 == 0 else -(value + 1) // 2
 
 
 class CorruptTree(EarshotError):
@@ -62,7 +108,8 @@ class TreeEntry:
     """One name in a directory.
 
     ``digest`` is the blob (file content or link target) or subtree digest;
-    ``None`` only for unrecorded entries, whose ``reason`` says why.
+    ``None`` only for unrecorded entries, whose ``reason`` says why and
+    whose ``ident`` (when known) says which inode it was.
     ``mode`` holds the permission bits (``st_mode & 0o7777``).
     """
 
@@ -72,6 +119,7 @@ class TreeEntry:
     size: int
     digest: Digest | None
     reason: Unrecorded | None = None
+    ident: Ident | None = None
 
 
 def check_name(name: bytes) -> None:
@@ -105,7 +153,16 @@ def encode_tree(entries: Iterable[TreeEntry]) -> bytes:
         if entry.kind is Kind.UNRECORDED:
             if entry.reason is None or entry.digest is not None:
                 raise CorruptTree(f"unrecorded entry {entry.name!r} needs a reason, no digest")
-            out.append(bytes((entry.reason,)))
+            ident = entry.ident
+            if ident is None:
+                out.append(bytes((entry.reason,)))
+            else:
+                if ident.ino < 0 or (ident.is_dir and ident.mtime_ns):
+                    raise CorruptTree(f"identity of {entry.name!r}")
+                flags = _HAS_IDENT | (_IS_DIR if ident.is_dir else 0)
+                out.append(bytes((entry.reason | flags,)))
+                out.append(encode_uvarint(ident.ino))
+                out.append(encode_uvarint(_zigzag(ident.mtime_ns)))
         else:
             if entry.digest is None or len(entry.digest) != DIGEST_SIZE:
                 raise CorruptTree(f"entry {entry.name!r} without a digest")
@@ -162,11 +219,20 @@ def decode_tree(data: bytes | memoryview) -> list[TreeEntry]:
             if kind is Kind.UNRECORDED:
                 if pos >= end:
                     raise CorruptTree("truncated entry")
-                reason = _REASONS.get(data[pos])
-                if reason is None:
-                    raise CorruptTree(f"unknown reason {data[pos]}")
+                byte = data[pos]
+                reason = _REASONS.get(byte & ~(_HAS_IDENT | _IS_DIR))
+                if reason is None or (byte & _IS_DIR and not byte & _HAS_IDENT):
+                    raise CorruptTree(f"unknown reason {byte}")
                 pos += 1
-                entries.append(TreeEntry(name, kind, mode, size, None, reason))
+                ident = None
+                if byte & _HAS_IDENT:
+                    ino, pos = decode_uvarint(data, pos)
+                    mtime, pos = decode_uvarint(data, pos)
+                    is_dir = bool(byte & _IS_DIR)
+                    if is_dir and mtime:
+                        raise CorruptTree(f"identity of {name!r}")
+                    ident = Ident(ino, _unzigzag(mtime), is_dir)
+                entries.append(TreeEntry(name, kind, mode, size, None, reason, ident))
             else:
                 digest = data[pos : pos + DIGEST_SIZE]
                 if len(digest) != DIGEST_SIZE:

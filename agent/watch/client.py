@@ -229,6 +229,14 @@ class DaemonTracker:
         following = f"{reply['epoch']}:{reply['token']}" if "token" in reply else None
         paths = reply.get("paths")
         if isinstance(paths, list):
+            from earshot.cas.keep import KeepIgnored  # the caller's limits, from its environment
+
+            if reply.get("keep") != KeepIgnored.from_env().describe():
+                self.gap = (
+                    "the watch daemon watches by other limits for ignored files "
+                    "(EARSHOT_KEEP_IGNORED, EARSHOT_IGNORED_*) than this command's"
+                )
+                return None, following
             self.gap = None
             return set(paths), following
         self.gap = str(reply.get("gap") or reply.get("error") or "unknown")

@@ -6,7 +6,7 @@ replies are JSON lines::
 
     {"op": "token"}                       -> {"token": n, "epoch": E}
     {"op": "changed_since", "token": n, "epoch": E}
-        -> {"paths": [...], "token": m, "epoch": E}
+        -> {"paths": [...], "token": m, "epoch": E, "keep": K}
          | {"gap": reason, "token": m, "epoch": E, "announce": true?}
     {"op": "status"}                      -> the watcher's status, pid, epoch, idle
     {"op": "stop"}                        -> {"stopping": true, "pid": p}
@@ -307,7 +307,10 @@ class Server:
         else:
             paths, now = self.watcher.advance(token)
             if paths is not None:
-                return {"paths": sorted(paths), "token": now, "epoch": self.epoch}
+                # What it watches follows these limits: a caller keeping
+                # ignored files by others cannot trust the answer.
+                keep = self.watcher.keep.describe()
+                return {"paths": sorted(paths), "token": now, "epoch": self.epoch, "keep": keep}
             reason, problem = self.watcher.explain(token)
         reply: dict[str, Any] = {"gap": reason, "token": now, "epoch": self.epoch}
         with self._lock:

@@ -1,11 +1,14 @@
-"""Which directories the watcher watches: those the scan would record, one watch each.
+"""Which directories the watcher watches: those the scan would walk, one watch each.
 
-Never ``.git`` (at any depth), directories the ignore rules exclude (such as
-``node_modules``; an ignored directory holding paths git's index tracks is
-watched, as the scan records them), or earshot's own data dir when it lies
-inside the root: the same decisions as ``cas.scan``, with the same
-``IgnoreRules`` chain. Each
-directory gets a non-recursive inotify watch through watchdog's ``InotifyFD``.
+Never ``.git`` (at any depth) or earshot's own data dir when it lies inside
+the root. An ignored directory is watched when the scan walks it: kept within
+the budget for ignored content, or sparse for the paths git's index tracks
+in it (``cas.keep.subdir_rules``, the same decision as ``cas.scan``, with the
+same ``IgnoreRules`` chain). One the scan keeps as existence only is not
+walked; when that verdict could change with what it holds (over the budget,
+or a cache by a marker file), its own listing gets a watch (*top only*): an
+event there re-judges it. Each directory gets a non-recursive inotify watch
+through watchdog's ``InotifyFD``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from watchdog.observers.inotify_c import (
 )
 
 from earshot.cas.ignore import IgnoreRules
+from earshot.cas.keep import KeepIgnored, subdir_rules
 from earshot.cas.scan import is_temp_name
 
 _C = InotifyConstants
@@ -94,18 +98,27 @@ class WatchedDir:
     rel: str
     rules: IgnoreRules  # the rules that apply to this directory's entries
     cid: int  # our callback id on its watch
+    #: Kept as existence only by the scan: watched for its own listing alone,
+    #: whose change may change that verdict (``WatchTree.walk`` judges it again).
+    top_only: bool = False
 
 
 class WatchTree:
     """The watched directories of one root, by watch descriptor and by path."""
 
     def __init__(
-        self, root: str, fd: InotifyFD, callback: WatchCallback, exclude: frozenset[str]
+        self,
+        root: str,
+        fd: InotifyFD,
+        callback: WatchCallback,
+        exclude: frozenset[str],
+        keep: KeepIgnored | None = None,
     ) -> None:
         self.root = root
         self.fd = fd
         self.callback = callback
         self.exclude = exclude
+        self.keep = keep or KeepIgnored()
         self.ids = itertools.count(1)
         self.dirs: dict[int, WatchedDir] = {}
         self.by_rel: dict[str, int] = {}
@@ -118,7 +131,9 @@ class WatchTree:
         wd = self.fd.add_callback(os.fsencode(path), mask, self.callback, CallbackId(cid))
         return int(wd), cid
 
-    def watch(self, path: str, rel: str, rules: IgnoreRules) -> tuple[int, bool] | None:
+    def watch(
+        self, path: str, rel: str, rules: IgnoreRules, top_only: bool = False
+    ) -> tuple[int, bool] | None:
         """Watch one directory: (wd, whether it is new), or None if it cannot be."""
         try:
             wd, cid = self.add_watch(path, TREE_MASK)
@@ -138,27 +153,32 @@ class WatchTree:
         old = self.dirs.get(wd)
         if old is not None:  # the kernel says: this directory is watched already
             self.fd.remove_callbacks([(WatchDescriptor(wd), CallbackId(cid))])
-            if old.rel == rel:
+            if old.rel == rel and old.top_only == top_only:
                 return wd, False
-            self.unwatch(old.rel)  # it moved without our seeing it
-            return self.watch(path, rel, rules)
+            self.unwatch(old.rel)  # it moved without our seeing it, or is walked now
+            return self.watch(path, rel, rules, top_only)
         if rel in self.by_rel:
             self.unwatch(rel)  # a stale entry: another directory was here
-        self.dirs[wd] = WatchedDir(rel, rules, cid)
+        self.dirs[wd] = WatchedDir(rel, rules, cid, top_only)
         self.by_rel[rel] = wd
         self.unreadable.discard(rel)
         return wd, True
 
     def walk(self, path: str, rel: str, parent: IgnoreRules | None, relist: bool = True) -> None:
-        """Watch ``path`` and every directory below it that the scan would record.
+        """Watch ``path`` and every directory below it that the scan would walk.
 
         ``parent``: the rules of the directory holding ``path`` (None: ``path``
         is the root). Without ``relist``, a directory watched already is not
         listed again: whatever appeared in it since has its own event.
         """
-        if parent is not None and parent.is_ignored(rel, True):
-            parent = parent.below_ignored()  # kept only for what the index tracks in it
-        stack = [(path, rel, parent)]
+        stack: list[tuple[str, str, IgnoreRules | None]]
+        if parent is None:
+            stack = [(path, rel, None)]
+        else:
+            inner = self._judge(path, rel, parent)
+            if inner is None:
+                return
+            stack = [(path, rel, inner)]
         while stack:
             path, rel, parent = stack.pop()
             rules = IgnoreRules.for_root(self.root, live=True) if parent is None else parent
@@ -187,13 +207,27 @@ class WatchTree:
                 except OSError:
                     continue
                 sub = join(rel, entry.name)
-                if rules.excludes(sub, True) or entry.path in self.exclude:
-                    self.ignored += 1
-                    if sub in self.by_rel:
-                        self.unwatch(sub)  # ignored since it was watched
-                    continue
-                ignored = rules.is_ignored(sub, True)
-                stack.append((entry.path, sub, rules.below_ignored() if ignored else rules))
+                inner = self._judge(entry.path, sub, rules)
+                if inner is not None:
+                    stack.append((entry.path, sub, inner))
+
+    def _judge(self, path: str, rel: str, rules: IgnoreRules) -> IgnoreRules | None:
+        """The rules to walk a subdirectory with, or None when the scan does not walk it
+        (then it is watched for its own listing alone if that can change the verdict)."""
+        if path in self.exclude:
+            self.ignored += 1
+            if rel in self.by_rel:
+                self.unwatch(rel)
+            return None
+        inner, by_content = subdir_rules(rules, rel, path, self.keep)
+        if inner is not None:
+            return inner
+        self.ignored += 1
+        if rel in self.by_rel and not self.dirs[self.by_rel[rel]].top_only:
+            self.unwatch(rel)  # not walked since it was watched
+        if by_content:
+            self.watch(path, rel, rules, top_only=True)
+        return None
 
     def rewalk(self, rel: str) -> None:
         """Re-decide a watched directory and what is below it (its rules changed)."""

@@ -51,6 +51,7 @@ from earshot.agent.watch.tree import (
     own_dirs,
     skipped,
 )
+from earshot.cas.keep import KeepIgnored
 from earshot.cas.logs import get_logger
 
 log = get_logger("earshot.watch")
@@ -88,6 +89,7 @@ class Watcher:
         exclude_dirs: Collection[str] | None = None,
         settle_timeout: float = DEFAULT_SETTLE_TIMEOUT,
         max_tracked: int = MAX_TRACKED,
+        keep: KeepIgnored | None = None,
     ) -> None:
         self.root = os.path.realpath(root)
         self.data_dir = Path(data_dir)
@@ -95,6 +97,8 @@ class Watcher:
         self.exclude = frozenset(exclude_dirs or ()) | own_dirs(self.root, self.data_dir)
         self.settle_timeout = settle_timeout
         self.max_tracked = max_tracked
+        #: What of the ignored the scans keep: it decides what is watched.
+        self.keep = keep or KeepIgnored.from_env()
         self._lock = threading.RLock()
         self._fd: InotifyFD | None = None
         self._tree: WatchTree | None = None
@@ -132,7 +136,7 @@ class Watcher:
         # Before the walk: a mount that comes or goes while it runs is a gap.
         self._mounts = MountWatch(self.root, self._mounts_changed, self._mounts_lost).start()
         with self._lock:
-            self._tree = WatchTree(self.root, fd, self, self.exclude)
+            self._tree = WatchTree(self.root, fd, self, self.exclude, self.keep)
             try:
                 self._watch_cookies()
                 self._watch_git_info()
@@ -315,10 +319,18 @@ class Watcher:
                 self._give_up("the root was moved or deleted")
             return  # the parent's watch reports a subdirectory's own changes
         name = os.fsdecode(event.name)
+        if here.top_only:
+            # A directory the scan keeps as existence only changed its listing:
+            # judged again (kept now?), and re-read by the next restage.
+            tree.rewalk(here.rel)
+            self._note(here.rel)
+            return
         rel = join(here.rel, name)
         is_dir = bool(mask & _C.IN_ISDIR)
-        if skipped(name) or here.rules.excludes(rel, is_dir):
+        if skipped(name):
             return
+        # An ignored name is reported too: the scan records that it exists,
+        # and keeps its content when it is small (cas/keep.py).
         if is_dir:
             path = os.path.join(self.root, rel)
             if path in self.exclude:

@@ -105,3 +105,8 @@ def test_earshot_records_exactly_the_paths_git_lists_on_a_generated_repository(
     # vendor/dep/blob.o and tmp/kept, libs/sub/data.bin
     assert result.tracked_ignored == 7
     assert result.git == 26
+    # What earshot keeps beyond git's view is what git ignores, and small:
+    # every ignored file of this repository but the two in build/, a build
+    # output directory.
+    assert result.kept_not_ignored == []
+    assert result.kept == 9

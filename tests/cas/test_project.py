@@ -442,25 +442,31 @@ def test_git_directories_and_files_are_never_recorded_nor_touched_by_restore(
     assert git_state(root) == state
 
 
-def test_ignored_files_are_neither_recorded_nor_deleted_by_restore(
+def test_small_ignored_files_are_kept_and_never_deleted_by_a_forced_restore(
     root: Path, open_project: OpenProject
 ) -> None:
-    write(root / ".gitignore", b"*.log\nbuild/\n")
+    write(root / ".gitignore", b"*.log\nout/\n")
     write(root / "code.py", b"v1")
     project = open_project(root)
     clean = project.snapshot()
     write(root / "debug.log", b"log")
-    (root / "build").mkdir()
-    write(root / "build" / "out.o", b"obj")
+    (root / "out").mkdir()
+    write(root / "out" / "out.o", b"obj")
     (root / "src").mkdir()
     write(root / "src" / "x.log", b"nested log")
     recorded = project.snapshot()
-    assert recorded_paths(project, recorded.snapshot.tree) == {".gitignore", "code.py", "src"}
+    assert recorded_paths(project, recorded.snapshot.tree) == {
+        ".gitignore",
+        "code.py",
+        "debug.log",
+        "out/out.o",
+        "src/x.log",
+    }
     write(root / "code.py", b"v2")
     project.restore(clean.digest, may_delete=delete_everything)
     assert (root / "code.py").read_bytes() == b"v1"
     assert (root / "debug.log").read_bytes() == b"log"
-    assert (root / "build" / "out.o").read_bytes() == b"obj"
+    assert (root / "out" / "out.o").read_bytes() == b"obj"
     assert (root / "src" / "x.log").read_bytes() == b"nested log"
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from earshot.cas.digest import Digest, blob_digest
+from earshot.cas.keep import KeepIgnored
 from earshot.cas.objects import Location, ObjectStore
 from earshot.cas.scan import TEMP_PREFIX, Scanner, ScanOptions, ScanReport
 from earshot.cas.statcache import SMUDGED, load_record
-from earshot.cas.tree import Kind, TreeEntry, Unrecorded
+from earshot.cas.tree import Ident, Kind, TreeEntry, Unrecorded
 
 AGED = ScanOptions(racy_margin_ns=20_000_000)  # files older than 20 ms are trusted
 
@@ -170,16 +171,29 @@ def test_scan_skips_the_excluded_directory(store: ObjectStore, root: Path) -> No
     assert set(flatten(store, tree)) == {b"data", b"data/notes", b"f"}
 
 
-def test_scan_skips_paths_the_root_gitignore_excludes(store: ObjectStore, root: Path) -> None:
-    (root / ".gitignore").write_text("*.log\nbuild/\n")
+def test_scan_keeps_only_the_existence_of_what_the_root_gitignore_excludes_when_told_to(
+    store: ObjectStore, root: Path
+) -> None:
+    (root / ".gitignore").write_text("*.log\nout/\n")
     (root / "a.log").write_bytes(b"log")
-    (root / "build").mkdir()
-    (root / "build" / "out.o").write_bytes(b"obj")
+    (root / "out").mkdir()
+    (root / "out" / "out.o").write_bytes(b"obj")
     (root / "src").mkdir()
     (root / "src" / "b.log").write_bytes(b"log")
     (root / "src" / "main.c").write_bytes(b"int main;")
-    tree, _ = scan(store, root)
-    assert set(flatten(store, tree)) == {b".gitignore", b"src", b"src/main.c"}
+    tree, report = scan(store, root, ScanOptions(keep=KeepIgnored(enabled=False)))
+    entries = flatten(store, tree)
+    assert set(entries) == {b".gitignore", b"a.log", b"out", b"src", b"src/b.log", b"src/main.c"}
+    for path in (b"a.log", b"out", b"src/b.log"):
+        entry = entries[path]
+        assert (entry.kind, entry.reason, entry.digest) == (
+            Kind.UNRECORDED,
+            Unrecorded.IGNORED,
+            None,
+        )
+        assert entry.ident is not None and entry.ident.is_dir == (path == b"out")
+    # Existence only: not counted among the files, nor listed as "not recorded".
+    assert (report.files, report.existence_only, report.unrecorded) == (2, 3, [])
 
 
 # -- unrecorded entries ---------------------------------------------------------------
@@ -192,8 +206,15 @@ def test_scan_records_a_file_over_the_size_limit_as_unrecorded_without_reading_i
     (root / "fits").write_bytes(b"x" * 1000)
     tree, report = scan(store, root, ScanOptions(max_file_size=1000))
     entries = flatten(store, tree)
+    st = (root / "big").stat()
     assert entries[b"big"] == TreeEntry(
-        b"big", Kind.UNRECORDED, 0o644, 1001, None, Unrecorded.TOO_LARGE
+        b"big",
+        Kind.UNRECORDED,
+        0o644,
+        1001,
+        None,
+        Unrecorded.TOO_LARGE,
+        Ident(st.st_ino, st.st_mtime_ns),
     )
     assert entries[b"fits"].kind is Kind.FILE
     assert report.unrecorded == [("big", Unrecorded.TOO_LARGE)]
@@ -247,8 +268,15 @@ def test_scan_records_a_file_it_may_not_open_as_unrecorded(
     tree, report = scan(store, root)
     monkeypatch.undo()
     entries = flatten(store, tree)
+    st = (root / "secret").stat()
     assert entries[b"secret"] == TreeEntry(
-        b"secret", Kind.UNRECORDED, 0o644, 1, None, Unrecorded.UNREADABLE
+        b"secret",
+        Kind.UNRECORDED,
+        0o644,
+        1,
+        None,
+        Unrecorded.UNREADABLE,
+        Ident(st.st_ino, st.st_mtime_ns),
     )
     assert entries[b"ok"].kind is Kind.FILE
     assert report.unrecorded == [("secret", Unrecorded.UNREADABLE)]
@@ -269,8 +297,17 @@ def test_scan_records_a_directory_it_may_not_list_as_unrecorded(
     monkeypatch.setattr(os, "scandir", refusing)
     tree, report = scan(store, root)
     monkeypatch.undo()
+    ino = (root / "locked").stat().st_ino
     assert flatten(store, tree) == {
-        b"locked": TreeEntry(b"locked", Kind.UNRECORDED, 0o755, 0, None, Unrecorded.UNREADABLE)
+        b"locked": TreeEntry(
+            b"locked",
+            Kind.UNRECORDED,
+            0o755,
+            0,
+            None,
+            Unrecorded.UNREADABLE,
+            Ident(ino, 0, is_dir=True),
+        )
     }
     assert report.unrecorded == [("locked", Unrecorded.UNREADABLE)]
 

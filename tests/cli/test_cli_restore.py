@@ -195,22 +195,42 @@ def test_restore_of_a_100_mib_sparse_file_keeps_its_holes(cli: Cli) -> None:
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_restore_force_keeps_a_file_the_snapshot_ignored(cli: Cli, git: Any) -> None:
-    # The repro: git reset --hard then git clean would keep secret.env too.
+def test_restore_force_keeps_a_file_the_snapshots_rules_ignore(cli: Cli, git: Any) -> None:
+    # git reset --hard then git clean would keep new.env too: the snapshot's
+    # rules ignore it, so that state says nothing about it.
+    git(cli.root, "init", "-q")
+    cli.write(".gitignore", "*.env\n")
+    cli.write("a.txt", "a\n")
+    s0 = cli.snap()
+    cli.write(".gitignore", "")
+    cli.write("new.env", "KEY=1\n")
+    cli.snap()  # records new.env: nothing ignores it now
+    doc = cli.json("restore", s0[:12], "--force", expect=3)
+    assert (cli.root / "new.env").read_text() == "KEY=1\n"
+    assert (cli.root / ".gitignore").read_text() == "*.env\n"
+    assert doc["deleted"] == []
+    assert doc["skipped"] == [
+        {"path": "new.env", "reason": "ignored by the snapshot's rules; kept"}
+    ]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_restore_force_brings_back_an_ignored_file_the_snapshot_kept(cli: Cli, git: Any) -> None:
+    # A small ignored file is kept: the snapshot holds secret.env's content,
+    # whatever the rules said then or say now.
     git(cli.root, "init", "-q")
     cli.write(".gitignore", "secret.env\n")
     cli.write("secret.env", "KEY=1\n")
     cli.write("a.txt", "a\n")
     s0 = cli.snap()
     cli.write(".gitignore", "")
-    cli.snap()  # records secret.env: nothing ignores it now
-    doc = cli.json("restore", s0[:12], "--force", expect=3)
+    cli.write("secret.env", "KEY=2\n")
+    cli.snap()
+    doc = cli.json("restore", s0[:12], "--force")
     assert (cli.root / "secret.env").read_text() == "KEY=1\n"
     assert (cli.root / ".gitignore").read_text() == "secret.env\n"
-    assert doc["deleted"] == []
-    assert doc["skipped"] == [
-        {"path": "secret.env", "reason": "ignored by the snapshot's rules; kept"}
-    ]
+    assert sorted(doc["written"]) == [".gitignore", "secret.env"]
+    assert (doc["deleted"], doc["skipped"]) == ([], [])
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

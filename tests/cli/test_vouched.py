@@ -163,12 +163,12 @@ def test_an_edit_of_the_repositorys_info_exclude_is_a_change_of_the_roots_rules(
 ) -> None:
     subprocess.run(["git", "init", "-q", str(cli.root)], check=True)
     cli.write("a.txt", "keep\n")
-    cli.write("notes.txt", "precious\n")
+    cli.write("dist/notes.txt", "precious\n")
     exclude = cli.root / ".git" / "info" / "exclude"
-    exclude.write_text("notes.txt\n")
+    exclude.write_text("dist/\n")
     cli.run("watch")
     first = cli.json("snapshot")
-    assert first["files"] == 1  # notes.txt excluded
+    assert first["files"] == 1  # dist/ excluded: a build output directory, not kept
     exclude.write_text("")  # no longer excluded: a walk records it
     doc = cli.json("snapshot")
     assert doc["files"] == 2, doc
@@ -176,7 +176,7 @@ def test_an_edit_of_the_repositorys_info_exclude_is_a_change_of_the_roots_rules(
     assert walked["reused"] is True and walked["id"] == doc["id"]
 
 
-def test_an_ignored_file_an_agent_wrote_is_left_out_of_a_snapshot_as_a_walk_leaves_it(
+def test_an_ignored_file_is_kept_in_a_vouched_snapshot_as_a_walk_keeps_it(
     cli: Cli,
 ) -> None:
     cli.write(".gitignore", ".env\n")
@@ -184,11 +184,11 @@ def test_an_ignored_file_an_agent_wrote_is_left_out_of_a_snapshot_as_a_walk_leav
     cli.run("watch")
     sid = cli.new_session()
     cli.run("write", ".env", stdin="AGENT=1\n", session=sid)  # recorded for undo
-    (cli.root / ".env").write_text("HAND=2\n")  # unwatched: it is ignored
+    (cli.root / ".env").write_text("HAND=2\n")  # ignored, and kept: the daemon sees it
     doc = cli.json("snapshot")
     assert doc["vouched"] is True, doc
     walked = _walked(cli)
     assert walked["reused"] is True and walked["id"] == doc["id"]
     (cli.root / ".env").write_text("HAND=3\n")
-    cli.run("restore", doc["id"], "--force")  # the snapshot holds no .env to write
-    assert (cli.root / ".env").read_text() == "HAND=3\n"
+    cli.run("restore", doc["id"], "--force")  # the snapshot holds .env as it was
+    assert (cli.root / ".env").read_text() == "HAND=2\n"

@@ -147,7 +147,9 @@ def test_reading_files_reports_nothing_and_queues_no_event(root: Path, data_dir:
         assert w.status()["events"] == events  # not even delivered: the mask leaves reads out
 
 
-def test_ignored_trees_and_git_are_never_watched(root: Path, data_dir: Path) -> None:
+def test_caches_and_git_are_never_watched_and_ignored_names_are_reported(
+    root: Path, data_dir: Path
+) -> None:
     (root / ".gitignore").write_text("node_modules/\ndist/\n*.log\n")
     for i in range(40):
         (root / f"node_modules/pkg{i}/lib").mkdir(parents=True)
@@ -162,7 +164,8 @@ def test_ignored_trees_and_git_are_never_watched(root: Path, data_dir: Path) -> 
         sh(root, "echo 1 > node_modules/pkg1/lib/i.js; echo 2 > .git/objects/01/obj")
         sh(root, "echo 3 > x.log")
         sh(root, "mkdir node_modules/new; mkdir -p src/.git/refs; echo 4 > src/app/m.py")
-        assert w.changed_since(t) == {"src/app/m.py"}
+        # x.log is ignored, but a scan records that it exists (and keeps it).
+        assert w.changed_since(t) == {"src/app/m.py", "x.log"}
         assert kernel_watches(w) == 4
 
 
@@ -182,7 +185,9 @@ def test_paths_the_git_index_tracks_are_watched_and_reported_though_ignored(
         t = w.token()
         sh(root, "echo 1 >> build/keep/config.h; echo 2 >> fix.patch")
         sh(root, "echo 3 >> build/other/out.o; echo 4 >> junk.patch")
-        assert w.changed_since(t) == {"build/keep/config.h", "fix.patch"}
+        # build/ is a build output directory: only what the index tracks there
+        # is walked. junk.patch is ignored and kept.
+        assert w.changed_since(t) == {"build/keep/config.h", "fix.patch", "junk.patch"}
         git(root, "add", "-f", "junk.patch")  # the index changes, the tree does not
         t = w.token()
         sh(root, "echo 5 >> junk.patch")
@@ -210,9 +215,9 @@ def test_the_root_ignore_file_changing_is_a_gap(root: Path, data_dir: Path) -> N
         (root / ".gitignore").write_text("*.tmp\n")
         assert w.changed_since(t) is None
         t = w.token()
-        (root / "a.tmp").write_text("ignored now\n")
+        (root / "a.tmp").write_text("ignored now, and kept\n")
         (root / "a.txt").write_text("seen\n")
-        assert w.changed_since(t) == {"a.txt"}
+        assert w.changed_since(t) == {"a.tmp", "a.txt"}
 
 
 def test_earshot_data_inside_the_root_is_not_watched(root: Path) -> None:
