@@ -83,7 +83,9 @@ def _diff_entry(
     elif a is not None and b is not None:
         if a.kind is not b.kind:
             yield Change(path, ChangeKind.TYPE, a, b)
-        elif a.digest != b.digest or a.size != b.size:
+        elif a.digest != b.digest or a.size != b.size or a.ident != b.ident:
+            # An unrecorded entry has no digest: its identity (inode, mtime)
+            # says whether it is still the same file.
             yield Change(path, ChangeKind.MODIFIED, a, b)
         elif a.mode != b.mode:
             yield Change(path, ChangeKind.MODE, a, b)

@@ -26,6 +26,7 @@ identity is the same. An unchanged index is never read again.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -131,8 +132,15 @@ def parse_index(data: bytes, digest_size: int = 20, where: str = "index") -> Ind
 
 
 def read_index(path: str, digest_size: int = 20) -> IndexPaths:
-    """Parse the index file at ``path``."""
-    with open(path, "rb") as f:
+    """Parse the index file at ``path``; BadIndex for one that is not a regular file.
+
+    Opened without blocking: a FIFO put at ``.git/index`` would otherwise hold
+    every scan that asks the index anything, for ever.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BadIndex(path, "not a regular file")
         return parse_index(f.read(), digest_size, path)
 
 

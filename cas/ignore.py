@@ -371,14 +371,19 @@ class IgnoreRules:
         """The rules of a recorded root: its ignore files' bytes as recorded.
 
         ``.git`` is never recorded, so ``root`` (when given) is where its
-        ``info/exclude`` is read, as it is on disk now. No index: these rules
-        judge paths a recorded state lacks, which no index vouches for.
+        ``info/exclude`` is read, as it is on disk now, and its index: a path
+        git tracks is not ignored (:meth:`excludes`), as a scan judged it.
         """
         exclude: list[tuple[str, bytes | None]] = []
         repo = enclosing_repo(root) if root is not None else None
-        if repo is not None and repo.top == root:
-            exclude.append(("info/exclude", _read(repo.exclude_path, follow=True)))
-        return cls((), blake3.blake3(_SALT).digest())._extend("", [*exclude, *sources])
+        index = None
+        if repo is not None and root is not None:
+            inside = "" if repo.top == root else os.path.relpath(root, repo.top)
+            index = GitIndex(repo, inside=inside.replace(os.sep, "/"))
+            if not inside:
+                exclude.append(("info/exclude", _read(repo.exclude_path, follow=True)))
+        base = cls((), blake3.blake3(_SALT).digest(), index)
+        return base._extend("", [*exclude, *sources])
 
     @classmethod
     def for_path(cls, root: str, rel_path: str) -> IgnoreRules:

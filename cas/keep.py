@@ -91,7 +91,11 @@ DEFAULT_MAX_FILE: Final = 4 << 20
 DEFAULT_DIR_FILES: Final = 1000
 DEFAULT_DIR_BYTES: Final = 64 << 20
 
+DEFAULT_LIFT_BYTES: Final = 1 << 30
+DEFAULT_LIFT_FILES: Final = 20_000
+
 ENV_KEEP: Final = "EARSHOT_KEEP_IGNORED"
+ENV_TARGET_BUDGET: Final = "EARSHOT_TARGET_BUDGET"
 ENV_MAX_FILE: Final = "EARSHOT_IGNORED_MAX_FILE"
 ENV_DIR_FILES: Final = "EARSHOT_IGNORED_DIR_FILES"
 ENV_DIR_BYTES: Final = "EARSHOT_IGNORED_DIR_BYTES"
@@ -191,6 +195,34 @@ def is_build_output(name: str, head: bytes) -> bool:
     """Whether an ignored file named ``name`` whose content starts with ``head`` is
     compiled output (its first ``MAGIC_BYTES`` bytes are enough)."""
     return head.startswith(BUILD_MAGIC) or name.endswith(BUILD_SUFFIXES)
+
+
+class Lift:
+    """What may still be recorded past every limit for a destructive command's targets.
+
+    Those paths are about to go: their content is worth reading now, within
+    this budget (``EARSHOT_TARGET_BUDGET``, default 1 GiB and 20,000 files a
+    command); past it, what is left stays existence only and is said.
+    """
+
+    __slots__ = ("bytes", "files")
+
+    def __init__(self, max_bytes: int, max_files: int = DEFAULT_LIFT_FILES) -> None:
+        self.bytes = max_bytes
+        self.files = max_files
+
+    def take(self, size: int) -> bool:
+        """Whether a file of ``size`` bytes fits; if so, it is taken from the budget."""
+        if self.files <= 0 or size > self.bytes:
+            return False
+        self.files -= 1
+        self.bytes -= size
+        return True
+
+    @staticmethod
+    def from_env() -> Lift:
+        given = os.environ.get(ENV_TARGET_BUDGET, "").strip()
+        return Lift(parse_size(ENV_TARGET_BUDGET, given) if given else DEFAULT_LIFT_BYTES)
 
 
 class OverBudget(Exception):

@@ -27,3 +27,21 @@ def is_dir(reader: ObjectReader, tree: Digest, path: str) -> bool:
         return True
     entry = lookup(reader, tree, path)
     return entry is not None and entry.kind is Kind.DIR
+
+
+def lookup_under(reader: ObjectReader, tree: Digest, path: str) -> tuple[TreeEntry | None, str]:
+    """The entry at ``path``; or, when an ancestor is unrecorded (a directory kept
+    as existence only), that ancestor's entry and its path; else (None, "")."""
+    current: Digest | None = tree
+    entry: TreeEntry | None = None
+    parts = path.split("/")
+    for depth, part in enumerate(parts):
+        if current is None:
+            if entry is not None and entry.kind is Kind.UNRECORDED:
+                return entry, "/".join(parts[:depth])
+            return None, ""
+        entry = reader.find_entry(current, part.encode("utf-8", "surrogateescape"))
+        if entry is None:
+            return None, ""
+        current = entry.digest if entry.kind is Kind.DIR else None
+    return entry, ""

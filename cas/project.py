@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import schema
+from .apply import Applier, RestoreResult, remove_temp_files, verify_plan
 from .backend import WriteBatch
 from .diff import Change, diff_trees
 from .digest import Digest, check_prefix, short, to_hex
@@ -22,22 +23,18 @@ from .errors import EarshotError
 from .fsck import FsckReport, check_store
 from .gc import GcReport, collect_garbage
 from .intents import Held, Intents, end_intent
-from .keep import KeepIgnored
+from .keep import KeepIgnored, Lift
 from .logs import get_logger
 from .lookup import lookup
 from .objects import ObjectStore, ObjectWriter
 from .paths import checkpoints_dir, data_home, real_root
 from .restage import relative_path, restage_paths
 from .restore import (
-    Applier,
     DeleteRule,
     RestorePlan,
-    RestoreResult,
     delete_everything,
     keep_everything,
     plan_restore,
-    remove_temp_files,
-    verify_plan,
 )
 from .scan import (
     ProgressFn,
@@ -196,6 +193,7 @@ class Project:
         progress: ProgressFn | None = None,
         also: Callable[[WriteBatch], None] | None = None,
         forced: Collection[str] = (),
+        lifted: Collection[str] = (),
     ) -> Recorded:
         """Record the root: all of it (``paths`` None), or the named paths on ``base``.
 
@@ -209,6 +207,9 @@ class Project:
         limit say (what an agent's write_file or edit named, what an undo or
         restore is about to change): after a full scan they are
         restaged on top of it; in a scoped restage they are among the paths.
+        ``lifted`` paths (a destructive command's targets; a scoped restage
+        only) are recorded with all below them past the limits, within
+        ``keep.Lift``'s budget.
         """
         rels = None if paths is None else [relative_path(str(self.root), p) for p in paths]
         force = frozenset(relative_path(str(self.root), p) for p in forced)
@@ -227,7 +228,9 @@ class Project:
                     report.files += extra.files
                     report.content_bytes += extra.content_bytes
             else:
-                tree, report = self._restage(writer, base, sorted(set(rels) | force), force)
+                lift = frozenset(relative_path(str(self.root), p) for p in lifted)
+                paths = sorted(set(rels) | force | lift)
+                tree, report = self._restage(writer, base, paths, force, lift)
                 known = schema.get_linked(writer.batch)
                 if known is not None and not set(report.linked) <= set(known):
                     schema.put_linked(writer.batch, known + report.linked)
@@ -252,11 +255,14 @@ class Project:
         base: Digest,
         rels: list[str],
         forced: frozenset[str],
+        lifted: frozenset[str] = frozenset(),
         counted: bool = True,
     ) -> tuple[Digest, ScanReport]:
         """A scoped restage of ``rels`` on ``base``; with ``counted``, counts made whole."""
         scanner = Scanner(self.root, writer, self.options)
         scanner.unlimited = forced
+        if lifted:
+            scanner.lifted, scanner.lift = lifted, Lift.from_env()
         scanner.trust_before_ns = touch_marker(self.store_dir / "scan.marker")
         scanner.trust_before_ns -= self.options.racy_margin_ns
         base_files, base_bytes = _count_base(writer, base) if counted else (0, 0)

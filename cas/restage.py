@@ -121,7 +121,11 @@ def restage_paths(
     """
     replaced = _Replaced()
     rules = scanner.root_rules()
-    leading = {p.rsplit("/", i)[0] for p in forced for i in range(1, p.count("/") + 1)}
+    # A lifted path (a destructive command's target) is reached the way a
+    # forced one is, through an ignored directory kept as existence only.
+    leading = {
+        p.rsplit("/", i)[0] for p in forced | scanner.lifted for i in range(1, p.count("/") + 1)
+    }
     tree = _update(scanner, base, "", _trie(paths), replaced, rules, _Forced(forced, leading))
     return tree, replaced.files, replaced.bytes
 

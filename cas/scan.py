@@ -31,6 +31,7 @@ from .keep import (
     MAGIC_BYTES,
     Budget,
     KeepIgnored,
+    Lift,
     OverBudget,
     is_build_output,
     is_cache,
@@ -187,6 +188,13 @@ class Scanner:
         self.unlimited: frozenset[str] = frozenset()
         #: The budget of the ignored directory being kept, while its walk runs.
         self._budget: Budget | None = None
+        #: Paths recorded past the limits (for ignored files and the size
+        #: limit), with what is below them, within ``lift``: what a
+        #: destructive command is about to delete. Caches, build output and
+        #: what .earshotignore excludes stay existence only.
+        self.lifted: frozenset[str] = frozenset()
+        self.lift: Lift | None = None
+        self._lifting = False
         self._seen = 0
         self.mounts = MountTable()
         #: The device of the directory being listed: a subdirectory on another
@@ -430,6 +438,10 @@ class Scanner:
         perm = stat.S_IMODE(mode)
         if verdict == _OWN and rel not in self.unlimited:
             return self._existence(rel, st, Unrecorded.EXCLUDED)
+        if self.lift is not None and (self._lifting or rel in self.lifted):
+            lifted = self._lifted(path, rel, st, rules, verdict)
+            if lifted is not None:
+                return lifted
         if st.st_nlink > 1 and stat.S_ISREG(mode):
             self.report.linked.append(rel)
         if stat.S_ISDIR(mode):
@@ -493,6 +505,30 @@ class Scanner:
         ):
             return cached
         return self._hash_file(path, rel, st, flag)
+
+    def _lifted(
+        self, path: str, rel: str, st: os.stat_result, rules: IgnoreRules, verdict: int
+    ) -> EntryKey | None:
+        """An entry under a destructive command's target, recorded past the limits while
+        the lift lasts; None: judged as any other (a cache, a special file, no lift left)."""
+        assert self.lift is not None
+        mode = st.st_mode
+        ignored = verdict in (_GIT, _GIT_TRACKED) or rules.mode is not None
+        if stat.S_ISDIR(mode):
+            if ignored and is_cache(path, path.rpartition("/")[2]):
+                return None
+            inner = rules.below_ignored(KEPT) if ignored else rules
+            lifting, budget = self._lifting, self._budget
+            self._lifting, self._budget = True, None
+            try:
+                return self._dir(path, rel, st, inner, _DIR_KEPT if ignored else 0)
+            finally:
+                self._lifting, self._budget = lifting, budget
+        if not stat.S_ISREG(mode) or not self.lift.take(st.st_size):
+            return None
+        self.report.files += 1
+        self.report.content_bytes += st.st_size
+        return self._hash_file(path, rel, st, _IGNORED if verdict == _GIT else 0)
 
     def _dir(
         self, path: str, rel: str, st: os.stat_result, inner: IgnoreRules, flag: int

@@ -14,11 +14,12 @@ from rich.markdown import Markdown
 from rich.syntax import Syntax
 from rich.text import Text
 
+from earshot.agent.core import coverage
 from earshot.agent.core.batch import Batch
 from earshot.agent.loop.history import Output, Use
 
 from . import render_agent
-from .render import one_line
+from .render import one_line, quote_path
 
 #: Lines of a tool's result shown under its call.
 RESULT_LINES = 4
@@ -97,6 +98,8 @@ def batch_text(batch: Batch) -> Text:
     if batch.folded:
         text.append("  (folded into the next snapshot)", style="yellow")
     text.append("   /undo takes it back", style="dim")
+    for line in coverage.lines(coverage.uncovered(batch.ledger), quote=quote_path):
+        text.append(f"\n  {line}", style="yellow")
     return text
 
 

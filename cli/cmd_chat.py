@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from earshot.agent.core import coverage
 from earshot.agent.loop.chat import Chat, TurnResult
 from earshot.agent.loop.events import Events
 from earshot.agent.loop.history import Output, Use
@@ -43,7 +44,9 @@ class _Quiet:
         pass
 
     def batch(self, batch: Any) -> None:
-        pass
+        # What the reply's calls did that undo cannot take back, on stderr.
+        for line in coverage.lines(coverage.uncovered(batch.ledger), quote=render.quote_path):
+            click.echo(f"earshot: {line}", err=True)
 
     def injected(self, text: str) -> None:
         pass

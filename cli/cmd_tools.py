@@ -8,6 +8,7 @@ from typing import IO
 
 import click
 
+from earshot.agent.core import coverage
 from earshot.agent.core.calls import Bash, Call, EditFile, WriteFile, exit_status, parse_call
 from earshot.agent.core.engine import Engine, Outcome
 
@@ -31,6 +32,7 @@ def _finish(engine: Engine, out: Outcome, as_json: bool) -> None:
                 click.echo(f"earshot: {render_agent.git_notice(result.git)}", err=True)
             if result.warning is not None:
                 click.echo(f"earshot: {render.one_line(result.warning)}", err=True)
+        _say_uncovered(out)
     if out.interrupted_by is not None:
         click.echo(
             f"earshot: interrupted by signal {out.interrupted_by}; batch {out.batch.seq} "
@@ -43,6 +45,12 @@ def _finish(engine: Engine, out: Outcome, as_json: bool) -> None:
         sys.exit(last.exit_code)
     if any(not r.ok for r in out.results):
         sys.exit(EXIT_ERROR)
+
+
+def _say_uncovered(out: Outcome) -> None:
+    """On stderr: what the batch deleted or changed that undo cannot take back."""
+    for line in coverage.lines(coverage.uncovered(out.batch.ledger), quote=render.quote_path):
+        click.echo(f"earshot: {line}", err=True)
 
 
 @click.command()
@@ -110,6 +118,7 @@ def exec_(engine: Engine, as_json: bool, source: IO[str]) -> None:
     else:
         for result in out.results:
             click.echo(json.dumps(result.to_json(), ensure_ascii=False))
+        _say_uncovered(out)
     if out.interrupted_by is not None:
         sys.exit(exit_status(out.interrupted_by))
     if any(not r.ok for r in out.results):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from earshot.agent.core import coverage
 from earshot.agent.core.batch import Batch, Change, State
 from earshot.agent.core.calls import CallResult
 from earshot.agent.core.reversal import Impact
@@ -57,6 +58,7 @@ def batch_doc(batch: Batch) -> dict[str, Any]:
         "attributed": all(isinstance(c.by, int) for c in batch.ledger) and not batch.folded,
         "before": batch.before.hex() if batch.before else None,
         "after": batch.after.hex() if batch.after else None,
+        "uncovered": [u.to_json() for u in coverage.uncovered(batch.ledger)],
     }
 
 
@@ -97,6 +99,11 @@ def batch_line(batch: Batch) -> str:
         flags.append(
             f"{background} {'call' if background == 1 else 'calls'} ran on in the background: "
             "what it did after returning is not this batch's"
+        )
+    uncovered = coverage.uncovered(batch.ledger)
+    if uncovered:
+        flags.append(
+            f"{len(uncovered)} {'path' if len(uncovered) == 1 else 'paths'} not covered by undo"
         )
     unended = sum(1 for c in batch.calls if c.get("unfinished"))
     if unended:
@@ -147,6 +154,7 @@ def outcome(session: str, batch: Batch, results: tuple[CallResult, ...]) -> dict
         "results": [r.to_json() for r in results],
         "changes": [change_doc(c) for c in batch.ledger],
         "folded": batch.folded,
+        "uncovered": [u.to_json() for u in coverage.uncovered(batch.ledger)],
     }
 
 
@@ -170,6 +178,7 @@ def impact(result: Impact, what: str, dry_run: bool) -> tuple[dict[str, Any], st
         "ambiguous": result.ambiguous,
         "kept": [{"path": p, "reason": r} for p, r in result.kept],
         "removed_dirs": result.removed_dirs,
+        "moved": [{"from": a, "to": b} for a, b in result.moved],
         "dry_run": dry_run,
         "record": result.record,
     }
@@ -187,6 +196,7 @@ def impact_lines(result: Impact, what: str, dry_run: bool) -> list[str]:
     lines += [f"  {verb}restore {quote_path(p)}" for p in result.restored]
     lines += [f"  {verb}delete  {quote_path(p)}" for p in result.deleted]
     lines += [f"  {verb}rmdir   {quote_path(p + '/')}" for p in result.removed_dirs]
+    lines += [f"  {verb}move    {quote_path(a)} -> {quote_path(b)}" for a, b in result.moved]
     shared = set(result.ambiguous)
     lines += [
         f"  conflict {quote_path(p)}: "
@@ -199,6 +209,11 @@ def impact_lines(result: Impact, what: str, dry_run: bool) -> list[str]:
         for p in result.conflicts
     ]
     lines += [f"  kept    {quote_path(p)}: {one_line(r)}" for p, r in result.kept]
+    if result.conflicts and what == "undo" and not dry_run:
+        lines.append(
+            f"a batch with conflicts stays to undo: 'earshot undo --force' overwrites them, "
+            f"'earshot undo {len(result.batches) + 1}' goes on to the batch before it"
+        )
     if result.record is not None:
         back = "undo" if what == "redo" else "redo"
         lines.append(f"recorded as batch {result.record} ('earshot {back}' to go back)")

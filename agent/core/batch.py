@@ -10,7 +10,7 @@ from enum import Enum
 from typing import Any
 
 from earshot.cas.digest import Digest
-from earshot.cas.tree import Kind, TreeEntry
+from earshot.cas.tree import Ident, Kind, TreeEntry
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,17 +20,23 @@ class State:
     A file or symlink: kind, permission bits, content digest. A directory
     (only one that appeared or vanished empty, or changed mode, is a ledger
     line of its own): kind and bits. A path present but *not recorded*
-    (over the size limit, unreadable, a FIFO or device): kind ``UNRECORDED``
-    with its reason and size, and no digest. That is not "absent": undo
-    never deletes or overwrites a path whose state it does not hold.
+    (over the size limit, unreadable, a FIFO or device, ignored and not
+    kept): kind ``UNRECORDED`` with its reason, size and identity (``ident``:
+    its inode, and a file's mtime), and no digest. A path inside such a
+    directory: ``UNRECORDED`` with that directory's reason and its path
+    (``under``); whether it was there is not known. Neither is "absent":
+    undo never deletes or overwrites a path whose state it does not hold.
     """
 
     kind: Kind
     mode: int
     digest: Digest | None
-    #: For an unrecorded path: why (``too_large``, ``unreadable``, ``special``).
+    #: For an unrecorded path: why (``too_large``, ``ignored``, ``cache``, ...).
     reason: str | None = None
     size: int = 0
+    ident: Ident | None = None
+    #: For a path inside an unrecorded directory: that directory.
+    under: str | None = None
 
     @staticmethod
     def of(entry: TreeEntry | None) -> State | None:
@@ -40,13 +46,23 @@ class State:
             return State(Kind.DIR, entry.mode, None)
         if entry.kind is Kind.UNRECORDED:
             why = entry.reason.name.lower() if entry.reason is not None else "unrecorded"
-            return State(Kind.UNRECORDED, entry.mode, None, why, entry.size)
+            return State(Kind.UNRECORDED, entry.mode, None, why, entry.size, entry.ident)
         return State(entry.kind, entry.mode, entry.digest)
+
+    @staticmethod
+    def inside(directory: str, state: State) -> State:
+        """The state of a path inside the unrecorded directory ``directory`` (``state``)."""
+        return State(Kind.UNRECORDED, 0, None, state.reason, 0, None, directory)
 
     @property
     def recorded(self) -> bool:
         """Whether earshot holds this state (can compare it, and bring it back)."""
         return self.kind is not Kind.UNRECORDED
+
+    @property
+    def is_dir(self) -> bool:
+        """A directory, recorded or not."""
+        return self.kind is Kind.DIR or (self.ident is not None and self.ident.is_dir)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -57,6 +73,10 @@ class State:
         if self.reason is not None:
             doc["reason"] = self.reason
             doc["size"] = self.size
+        if self.ident is not None:
+            doc["ident"] = [self.ident.ino, self.ident.mtime_ns, self.ident.is_dir]
+        if self.under is not None:
+            doc["under"] = self.under
         return doc
 
     @staticmethod
@@ -67,12 +87,16 @@ class State:
         kind = Kind[doc["kind"].upper()]
         if kind in (Kind.FILE, Kind.SYMLINK) and not digest:
             raise ValueError(f"a {kind.name.lower()} state without a digest")
+        ident = doc.get("ident")
+        under = doc.get("under")
         return State(
             kind,
             int(doc["mode"]),
             Digest(bytes.fromhex(digest)) if digest else None,
             doc.get("reason"),
             int(doc.get("size", 0)),
+            Ident(int(ident[0]), int(ident[1]), bool(ident[2])) if ident is not None else None,
+            str(under) if under is not None else None,
         )
 
 

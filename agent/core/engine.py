@@ -210,6 +210,7 @@ class Engine:
                     destructive=destructive,
                     targets=targets,
                     written=self.session.written,
+                    doomed=self.tools.doomed(call),
                 )
                 if held is None:
                     before = rec.digest if rec is not None else self.project.head_snapshot()

@@ -39,6 +39,7 @@ from dataclasses import replace
 from typing import Any
 
 from earshot.agent.core.batch import BY_RESTAGE, Batch, BatchKind, Change
+from earshot.agent.core.calls import Bash
 from earshot.agent.core.commit import Draft, others_running
 from earshot.agent.core.engine import Engine
 from earshot.agent.core.external_calls import ExternalCall, ToolKind, relative_targets
@@ -368,6 +369,15 @@ def restage_before(engine: Engine, call: ExternalCall, destructive: Callable[[],
         return
     writes = call.kind is ToolKind.WRITE
     targets = set(relative_targets(engine.root, call.paths)) if writes else set()
+    doomed = (
+        engine.tools.doomed(Bash(call.command))
+        if call.kind is ToolKind.SHELL and call.command is not None
+        else None
+    )
     policy.before_call(
-        writes=writes, destructive=destructive, targets=targets, written=engine.session.written
+        writes=writes,
+        destructive=destructive,
+        targets=targets,
+        written=engine.session.written,
+        doomed=doomed,
     )

@@ -30,9 +30,9 @@ from pathlib import PurePosixPath
 
 from earshot.agent.core.calls import Bash, Call, ReadFile
 from earshot.cas import faults
+from earshot.cas.dirfd import DirHandles, UnsafePath
 from earshot.cas.errors import EarshotError
 from earshot.cas.restage import PathOutsideRoot, relative_path
-from earshot.cas.restore import DirHandles, UnsafePath
 from earshot.cas.scan import MAX_DEPTH, TEMP_PREFIX
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

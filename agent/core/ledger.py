@@ -14,10 +14,21 @@ from dataclasses import replace
 from typing import Any
 
 from earshot.agent.core.batch import Change, State
-from earshot.cas.diff import diff_trees
+from earshot.cas.diff import ChangeKind, diff_trees
 from earshot.cas.digest import Digest
-from earshot.cas.lookup import lookup
+from earshot.cas.lookup import lookup_under
+from earshot.cas.objects import ObjectReader
 from earshot.cas.project import Project
+from earshot.cas.tree import Kind
+
+
+def state_in(reader: ObjectReader, tree: Digest, path: str) -> State | None:
+    """What ``tree`` holds at ``path``: a state, "inside an unrecorded directory", or None."""
+    entry, under = lookup_under(reader, tree, path)
+    state = State.of(entry)
+    if under and state is not None:
+        return State.inside(under, state)
+    return state
 
 
 def state_at(project: Project, tree: Digest | None, path: str) -> State | None:
@@ -25,17 +36,45 @@ def state_at(project: Project, tree: Digest | None, path: str) -> State | None:
     if tree is None:
         return None
     with project.store.reader() as reader:
-        return State.of(lookup(reader, tree, path))
+        return state_in(reader, tree, path)
 
 
 def tree_changes(project: Project, old: Digest, new: Digest, *, by: int | str) -> list[Change]:
-    """Every path whose state differs from ``old`` to ``new``, attributed to ``by``."""
+    """Every path whose state differs from ``old`` to ``new``, attributed to ``by``.
+
+    A directory held on one side and kept as existence only on the other (an
+    ignored directory that outgrew the budget, or that a batch made from a
+    file) gives the paths below it a state "inside an unrecorded directory"
+    on that side, never "absent": whether they were there is not known, so
+    undo never deletes or overwrites them.
+    """
+    lines: list[Change] = []
+    opaque: list[tuple[str, bool, State]] = []  # (prefix, on the old side, the dir's state)
     with project.store.reader() as reader:
-        return [
-            Change(c.path, State.of(c.old), State.of(c.new), by)
-            for c in diff_trees(reader, old, new)
-            if State.of(c.old) != State.of(c.new)
-        ]
+        for c in diff_trees(reader, old, new):
+            before, after = State.of(c.old), State.of(c.new)
+            while opaque and not c.path.startswith(opaque[-1][0]):
+                opaque.pop()
+            if opaque:
+                prefix, old_side, state = opaque[-1]
+                inside = State.inside(prefix[:-1], state)
+                if old_side and before is None:
+                    before = inside
+                elif not old_side and after is None:
+                    after = inside
+            if before != after:
+                lines.append(Change(c.path, before, after, by))
+            if c.kind is ChangeKind.TYPE and before is not None and after is not None:
+                if _opaque_dir(before) and after.kind is Kind.DIR:
+                    opaque.append((c.path + "/", True, before))
+                elif before.kind is Kind.DIR and _opaque_dir(after):
+                    opaque.append((c.path + "/", False, after))
+    return lines
+
+
+def _opaque_dir(state: State) -> bool:
+    """An unrecorded directory (or an unrecorded entry that may be one: no identity)."""
+    return state.kind is Kind.UNRECORDED and (state.ident is None or state.ident.is_dir)
 
 
 def merge_ledger(lines: Iterable[Change]) -> list[Change]:

@@ -29,6 +29,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from earshot.agent.core.doomed import unheld_under
 from earshot.agent.core.records import WatchMark
 from earshot.agent.core.tracker import ChangeTracker, NullTracker
 from earshot.agent.core.vouched import vouched_since_mark, with_linked
@@ -180,6 +181,43 @@ class Restager:
         return True, self.scoped(vouched.seen, "the watcher vouches since the last batch")
 
     def before_call(
+        self,
+        *,
+        writes: bool,
+        destructive: Callable[[], bool],
+        targets: set[str],
+        written: tuple[str, ...],
+        doomed: Callable[[], list[str]] | None = None,
+    ) -> Recorded | None:
+        """Bring the recorded state up to date as the policy asks before a call
+        (``_before_call``); then, for a command that names paths to delete
+        (``doomed``), record what they hold that is not held yet (``doomed``)."""
+        rec = self._before_call(
+            writes=writes, destructive=destructive, targets=targets, written=written
+        )
+        if writes or doomed is None or self.belief.tree is None:
+            return rec
+        paths = doomed()
+        if not paths:
+            return rec
+        with self.project.store.reader() as reader:
+            unheld = unheld_under(reader, self.belief.tree, paths)
+        if not unheld:
+            return rec
+        log.debug("policy", restage="targets", paths=len(unheld))
+        lifted = self.project.record(
+            unheld,
+            base=self.belief.tree,
+            note="a destructive command's targets",
+            session=self.session,
+            listed=False,
+            lifted=unheld,
+        )
+        self.belief = replace(self.belief, tree=lifted.snapshot.tree)
+        self.last = lifted
+        return lifted
+
+    def _before_call(
         self,
         *,
         writes: bool,

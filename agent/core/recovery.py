@@ -39,13 +39,13 @@ from earshot.agent.core.external_notes import EXTERNAL, recorded_calls, unpoint
 from earshot.agent.core.interrupted import record_interrupted
 from earshot.agent.core.navigation import NAVIGATE, finish_navigation
 from earshot.agent.core.undo import finish_revert
+from earshot.cas.apply import remove_temp_files
 from earshot.cas.digest import short
 from earshot.cas.errors import EarshotError
 from earshot.cas.intents import Held, Intent
 from earshot.cas.logs import get_logger
 from earshot.cas.project import Project
 from earshot.cas.restage import relative_path
-from earshot.cas.restore import remove_temp_files
 
 log = get_logger("earshot.agent.core.recovery")
 

@@ -5,7 +5,7 @@ disk should hold now (the latest batch's after) and what to bring back (the
 earliest batch's before). ``Reverter.plan`` checks each step against the disk
 as just recorded and sorts it: restored, deleted, a conflict, or kept on
 purpose (not made by a call, not held by earshot). ``Reverter.apply`` carries
-out a verified plan through ``cas.restore`` and records the state after.
+out a verified plan through ``cas.apply`` and records the state after.
 The rules (promises 2, 3 and 8): a path is deleted only when its state before
 was "absent", a call of the session made it, the disk still holds what the
 batch left, and (for a change made while another session ran) only with
@@ -16,28 +16,56 @@ touched.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
 from earshot.agent.core.batch import Batch, BatchKind, Change, State
+from earshot.agent.core.ledger import state_in
+from earshot.cas.apply import DIR_IN_THE_WAY, DIR_NOT_EMPTY, Applier
 from earshot.cas.digest import Digest
 from earshot.cas.intents import Held
 from earshot.cas.lookup import is_dir, lookup
 from earshot.cas.objects import ObjectReader
 from earshot.cas.project import Project
-from earshot.cas.restore import Applier, RestorePlan
-from earshot.cas.tree import Kind, TreeEntry
+from earshot.cas.restore import RestorePlan
+from earshot.cas.tree import Ident, Kind, TreeEntry
 
 #: Why undo keeps a created path it cannot prove a call made: final, no retry
 #: (not even --force) would delete it.
 NOT_BY_A_CALL = "not made by a call of this session; kept"
-#: A path whose state before the batch earshot never held (over the size
-#: limit, unreadable, a FIFO): it cannot be brought back, and is not touched.
-NOT_HELD_BEFORE = (
-    "its state before was not recorded (too large, unreadable, special or too deep); kept"
-)
-#: A path present now whose content earshot does not hold: never overwritten or deleted.
-NOT_HELD_NOW = "not recorded as it is now (too large, unreadable, special or too deep); left alone"
+
+
+def not_held_before(state: State) -> str:
+    """A path whose state before the batch earshot never held (over the size limit,
+    ignored and not kept, unreadable, a FIFO): it cannot be brought back, and is
+    not touched."""
+    return f"its content before was not recorded ({why_unrecorded(state)}); kept"
+
+
+def not_held_now(state: State) -> str:
+    """A path present now whose content earshot does not hold: never overwritten or deleted."""
+    return f"its content now is not recorded ({why_unrecorded(state)}); left alone"
+
+
+def why_unrecorded(state: State) -> str:
+    """Why a state's content is not held, in words."""
+    reason = WHY_UNRECORDED.get(state.reason or "", state.reason or "not recorded")
+    return f"{reason}, in {state.under}/" if state.under else reason
+
+
+#: Why a path's content is not held, by its reason (``State.reason``).
+WHY_UNRECORDED = {
+    "too_large": "over the size limit",
+    "unreadable": "unreadable",
+    "special": "a special file",
+    "too_deep": "too deep",
+    "ignored": "ignored, over the limits for ignored files",
+    "cache": "ignored, a regenerable cache",
+    "excluded": "excluded by .earshotignore",
+    "build": "ignored, a build output",
+}
 
 
 @dataclass(slots=True)
@@ -54,6 +82,17 @@ class Impact:
     record: int | None = None
     #: Conflicts that are creations another session may have made (--force deletes).
     ambiguous: list[str] = field(default_factory=list)
+    #: (from, to): entries whose content is not held, moved back by a rename.
+    moved: list[tuple[str, str]] = field(default_factory=list)
+    #: Kept paths no retry would change (not made by a call, not held, a
+    #: directory holding what is not the batches'): they do not keep a batch open.
+    final: set[str] = field(default_factory=set)
+
+    def keep(self, path: str, why: str, final: bool = True) -> None:
+        """Leave ``path`` as it is, for ``why``; ``final``: no retry would do more."""
+        self.kept.append((path, why))
+        if final:
+            self.final.add(path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,20 +183,48 @@ def temp_dirs(paths: list[str]) -> list[str]:
     return sorted({p.rpartition("/")[0] for p in paths})
 
 
-def _blocked(reader: ObjectReader, tree: Digest, path: str) -> bool:
+def _blocked(reader: ObjectReader, tree: Digest, path: str, becoming: set[str]) -> bool:
     """Whether an ancestor of ``path`` exists but is not a directory (a link, a file).
 
-    An absent ancestor is fine: undo recreates it. One that is a link must
-    never be written through, nor hide a path undo should report.
+    An absent ancestor is fine: undo recreates it; so is one the reversal
+    turns back into a directory (``becoming``). One that is a link must
+    never be written through, nor hide a path undo should report. One kept
+    as existence only is not in the way: the path's state says so.
     """
     parts = path.split("/")[:-1]
     for depth in range(1, len(parts) + 1):
-        entry = lookup(reader, tree, "/".join(parts[:depth]))
-        if entry is None:
+        ancestor = "/".join(parts[:depth])
+        entry = lookup(reader, tree, ancestor)
+        if entry is None or entry.kind is Kind.UNRECORDED:
             return False
-        if entry.kind is not Kind.DIR:
+        if entry.kind is not Kind.DIR and ancestor not in becoming:
             return True
     return False
+
+
+def _moves(steps: list[Step], currents: dict[str, State | None]) -> dict[str, str]:
+    """Entries whose content is not held and that the reverted batches moved:
+    {where it is now: where it goes back}.
+
+    A path that vanished while unrecorded, and a path that appeared holding
+    the same identity (the inode, and a file's mtime and size) and holds it
+    still, are one entry moved: undo renames it back rather than keep one
+    and lose the other.
+    """
+    gone: dict[tuple[Ident, int], str] = {}
+    for step in steps:
+        before = step.restore_to
+        if before is not None and before.ident is not None and currents[step.path] is None:
+            gone[(before.ident, before.size)] = step.path
+    out: dict[str, str] = {}
+    for step in steps:
+        now = currents[step.path]
+        if step.restore_to is not None or now is None or now.ident is None or now != step.expect:
+            continue
+        source = gone.pop((now.ident, now.size), None)
+        if source is not None:
+            out[step.path] = source
+    return out
 
 
 def _entry(path: str, state: State) -> TreeEntry:
@@ -180,48 +247,65 @@ class Reverter:
             return plan
         mkdirs: set[str] = set()
         with self.project.store.reader() as reader:
+            currents = {s.path: state_in(reader, now_tree, s.path) for s in rev.steps}
+            moves = _moves(rev.steps, currents)
+            back = set(moves.values())
+            # Directories the reversal makes again where a file or link stands
+            # now (a directory the batches replaced): not in the way of their paths.
+            becoming = {
+                s.path
+                for s in rev.steps
+                if s.restore_to is not None
+                and s.restore_to.kind is Kind.DIR
+                and (c := currents[s.path]) is not None
+                and c.recorded
+                and c.kind is not Kind.DIR
+                and (c == s.expect or force)
+            }
             for step in rev.steps:
-                current = State.of(lookup(reader, now_tree, step.path))
-                if _blocked(reader, now_tree, step.path):
+                current = currents[step.path]
+                if _blocked(reader, now_tree, step.path, becoming):
                     # Changed since the batch in the way that matters most: a
                     # parent is now a link (never written through) or a file.
                     impact.conflicts.append(step.path)
+                    continue
+                if step.path in back:
+                    continue  # comes back by the rename of where it went
+                if step.path in moves:
+                    if step.ambiguous and not force:
+                        impact.conflicts.append(step.path)
+                        impact.ambiguous.append(step.path)
+                        continue
+                    source = moves[step.path]
+                    self._parents(reader, now_tree, rev.anchor_tree, source, plan, mkdirs)
+                    assert current is not None and current.ident is not None
+                    plan.renames.append((step.path, source, current.ident))
+                    impact.moved.append((step.path, source))
                     continue
                 if current == step.restore_to:
                     continue
                 # What earshot does not hold, it does not touch (promise 8).
                 if step.restore_to is not None and not step.restore_to.recorded:
-                    impact.kept.append((step.path, NOT_HELD_BEFORE))
+                    if not self._still(step.path, step.restore_to):
+                        impact.keep(step.path, not_held_before(step.restore_to))
                     continue
                 if current is not None and not current.recorded:
-                    impact.kept.append((step.path, NOT_HELD_NOW))
+                    impact.keep(step.path, not_held_now(current))
                     continue
                 if step.restore_to is None:
-                    if not step.by_call and rev.deletions_need_call:
-                        impact.kept.append((step.path, NOT_BY_A_CALL))
-                    elif current != step.expect:
-                        impact.conflicts.append(step.path)
-                    elif step.ambiguous and not force:
-                        # Another session's batch ran at the same time and may
-                        # have made it: deleted only with --force.
-                        impact.conflicts.append(step.path)
-                        impact.ambiguous.append(step.path)
-                    elif current is not None and current.kind is Kind.DIR:
-                        plan.rmdirs.append(step.path)  # only if still empty then
-                        impact.deleted.append(step.path)
-                    elif current is not None:
-                        plan.deletes.append((step.path, _entry(step.path, current)))
-                        impact.deleted.append(step.path)
+                    self._plan_delete(rev, step, current, plan, impact, force)
                     continue
                 if current != step.expect and not force:
                     impact.conflicts.append(step.path)
                     continue
                 self._parents(reader, now_tree, rev.anchor_tree, step.path, plan, mkdirs)
+                entry = _entry(step.path, step.restore_to)
                 if step.restore_to.kind is Kind.DIR:
                     if current is not None and current.kind is not Kind.DIR:
-                        impact.conflicts.append(step.path)  # a file where a directory was
-                        continue
-                    entry = _entry(step.path, step.restore_to)
+                        # A file or link where the directory was: it goes (its
+                        # state is recorded before), and the directory comes back.
+                        plan.deletes.append((step.path, _entry(step.path, current)))
+                        current = None
                     if current is None and step.path not in mkdirs:
                         plan.mkdirs.append((step.path, entry))
                         mkdirs.add(step.path)
@@ -229,31 +313,82 @@ class Reverter:
                         plan.chmods.append((step.path, entry))
                     impact.restored.append(step.path)
                     continue
-                plan.writes.append((step.path, _entry(step.path, step.restore_to)))
+                if current is not None and current.kind is Kind.DIR:
+                    # A directory where the file was: removed once what the
+                    # batches put in it is gone, then the file written.
+                    plan.rmdirs.append(step.path)
+                plan.writes.append((step.path, entry))
                 impact.restored.append(step.path)
-            rmdirs: set[str] = set()
-            for path in impact.deleted:
+            rmdirs: set[str] = set(plan.rmdirs)
+            for path in impact.deleted + [source for source, _ in impact.moved]:
                 self._created_dirs(reader, rev.anchor_tree, path, plan, rmdirs)
         impact.removed_dirs = sorted(rmdirs)
         return plan
+
+    def _still(self, path: str, state: State) -> bool:
+        """Whether the disk holds the very file or directory ``state`` names (its
+        identity): a path only the rules made recorded since is as it was."""
+        if state.ident is None:
+            return False
+        try:
+            st = os.lstat(os.path.join(self.project.root, path))
+        except OSError:
+            return False
+        if (st.st_ino, stat.S_ISDIR(st.st_mode)) != (state.ident.ino, state.ident.is_dir):
+            return False
+        return state.ident.is_dir or (st.st_mtime_ns, st.st_size) == (
+            state.ident.mtime_ns,
+            state.size,
+        )
+
+    @staticmethod
+    def _plan_delete(
+        rev: Reversal,
+        step: Step,
+        current: State | None,
+        plan: RestorePlan,
+        impact: Impact,
+        force: bool,
+    ) -> None:
+        """A path the batches created: deleted only when proven (promise 2)."""
+        if not step.by_call and rev.deletions_need_call:
+            impact.keep(step.path, NOT_BY_A_CALL)
+        elif current != step.expect:
+            impact.conflicts.append(step.path)
+        elif step.ambiguous and not force:
+            # Another session's batch ran at the same time and may have made
+            # it: deleted only with --force.
+            impact.conflicts.append(step.path)
+            impact.ambiguous.append(step.path)
+        elif current is not None and current.kind is Kind.DIR:
+            plan.rmdirs.append(step.path)  # only if still empty then
+            impact.deleted.append(step.path)
+        elif current is not None:
+            plan.deletes.append((step.path, _entry(step.path, current)))
+            impact.deleted.append(step.path)
 
     def apply(self, plan: RestorePlan, now_tree: Digest, impact: Impact, held: Held) -> Digest:
         """Carry out a verified plan; record and return the snapshot after it."""
         with self.project.store.reader() as blobs:
             result = Applier(str(self.project.root), blobs, held.id).apply(plan, verified=True)
         for path, reason in result.skipped:
-            impact.kept.append((path, reason))
+            # A directory that holds what is not the batches' stays, and so
+            # does the file that cannot replace it: no retry would do more.
+            impact.keep(path, reason, final=reason in (DIR_NOT_EMPTY, DIR_IN_THE_WAY))
             if path in impact.restored:
                 impact.restored.remove(path)
             if path in impact.deleted:
                 impact.deleted.remove(path)
+            impact.moved = [(a, b) for a, b in impact.moved if b != path]
         impact.removed_dirs = result.removed_dirs
         touched = {p for p, _ in plan.writes + plan.deletes}
         touched |= set(result.removed_dirs) | set(result.created_dirs)
+        moved = {p for pair in result.moved for p in pair}
         # Forced, as the state before was: a path a ledger names is recorded
         # whatever the ignore rules say (a .env ignored since stays held).
+        # What was moved back is not held: judged by the rules, as it was.
         after = self.project.record(
-            sorted(touched), base=now_tree, note="after undo", listed=False, forced=touched
+            sorted(touched | moved), base=now_tree, note="after undo", listed=False, forced=touched
         )
         return after.digest
 

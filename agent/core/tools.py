@@ -200,6 +200,30 @@ class Tools:
     def exists(self, path: str) -> bool:
         return os.path.lexists(os.path.join(self.root, path))
 
+    def doomed(self, call: Call) -> Callable[[], list[str]]:
+        """The paths a command names to delete (root-relative; "" for the root),
+        asked only when the answer matters, and parsed only when its text holds
+        a deleting word (``shell.targets``)."""
+
+        def targets() -> list[str]:
+            if not isinstance(call, Bash):
+                return []
+            from earshot.agent.shell.targets import may_name_targets
+
+            if not may_name_targets(call.command):
+                return []
+            from earshot.agent.shell.destructive import classify
+
+            out = []
+            for target in classify(call.command, self.exists).targets:
+                try:
+                    out.append(relative_path(self.root, target) if target != "." else "")
+                except EarshotError:
+                    continue  # outside the root: not earshot's to record
+            return out
+
+        return targets
+
 
 def write_target(root: str, call: Call | CallResult) -> str | None:
     """The root-relative path a write or edit call names (None if it names none)."""

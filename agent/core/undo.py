@@ -28,13 +28,12 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from earshot.agent.core.batch import Batch, BatchKind
+from earshot.agent.core.batch import Batch, BatchKind, State
 from earshot.agent.core.commit import Draft
 from earshot.agent.core.engine import Engine
 from earshot.agent.core.external_open import close_idle
 from earshot.agent.core.records import get_batch, session_batches
 from earshot.agent.core.reversal import (
-    NOT_BY_A_CALL,
     Impact,
     Reversal,
     Reverter,
@@ -44,12 +43,12 @@ from earshot.agent.core.reversal import (
     tree_of,
     undo_reversal,
 )
+from earshot.cas.apply import remove_temp_files, verify_plan
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.intents import Held
 from earshot.cas.lookup import is_dir, lookup
 from earshot.cas.project import Project
-from earshot.cas.restore import remove_temp_files, verify_plan
 from earshot.cas.tree import Kind
 
 
@@ -143,8 +142,10 @@ def _marks(
             return out
         # A batch with a path left in conflict (or kept by a failed write) is
         # not undone yet: a retry, e.g. with --force, must still find it. A path
-        # kept as not made by a call stays kept whatever is retried.
-        left = set(impact.conflicts) | {p for p, why in impact.kept if why != NOT_BY_A_CALL}
+        # kept for good (not made by a call, not held, a directory holding what
+        # is not the batch's) stays kept whatever is retried: the undo did all
+        # it can for it, and the batch is done.
+        left = set(impact.conflicts) | {p for p, _ in impact.kept if p not in impact.final}
         return {
             t: {"undone_by": seq}
             for t in rev.targets
@@ -268,8 +269,11 @@ def _revert(
         engine.begin_own_changes()
     reverter = Reverter(engine.project)
     paths = sorted({s.path for s in rev.steps})
-    # Forced: a path a ledger names is recorded whatever the ignore rules say.
-    now = project.record(paths, note=f"before {rev.kind.value}", listed=False, forced=paths)
+    # Forced: a path whose content a ledger holds is recorded whatever the
+    # ignore rules and limits say; one it held only as existence is judged
+    # as a walk judges it (a moved 70 MiB file is not read).
+    forced = [s.path for s in rev.steps if _held(s.expect) or _held(s.restore_to)]
+    now = project.record(paths, note=f"before {rev.kind.value}", listed=False, forced=forced)
     plan = reverter.plan(rev, now.snapshot.tree, impact, force)
     if dry_run:
         return impact
@@ -298,6 +302,7 @@ def _revert(
         # state it started from: the paths it reached are part of this batch.
         first_plan = reverter.plan(rev, tree_of(project, first_before), earlier, force)
         done_before = set(earlier.restored) | set(earlier.deleted)
+        done_before |= {p for pair in earlier.moved for p in pair}
         # Directories it made may still lack their final mode (set last); the
         # directories it was to remove once empty may still be there, emptied
         # by the first attempt, so this attempt deletes nothing inside them.
@@ -314,6 +319,7 @@ def _revert(
         after = reverter.apply(plan, now.snapshot.tree, impact, held)
         engine.end_own_changes()
         done = set(impact.restored) | set(impact.deleted) | done_before
+        done |= {p for pair in impact.moved for p in pair}
         if resume is not None:  # what both attempts did, as the batch will say
             left = set(impact.conflicts) | {p for p, _ in impact.kept}
             impact.restored = sorted((set(impact.restored) | set(earlier.restored)) - left)
@@ -335,6 +341,11 @@ def _revert(
         raise
     impact.record = batch.seq
     return impact
+
+
+def _held(state: State | None) -> bool:
+    """Whether a ledger holds the content of a state (absent holds nothing)."""
+    return state is not None and state.recorded
 
 
 def _marked(rev: Reversal, project: Project, session: str) -> list[int]:

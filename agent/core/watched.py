@@ -13,7 +13,9 @@ it: a call costs its hook's start-up and a note, not a restage.
 The daemon declines (and the hook runs as any other event, in a worker)
 whenever a restage cannot wait: no open batch named for it, a watcher gap
 or another daemon's token, a subagent dispatch (it walks the tree first), a
-write's start (what it names is stored first, ignored or not), a start
+write's start (what it names is stored first, ignored or not), the start of
+a command that may delete what it names (what it holds as existence only is
+read first, ``doomed``), a start
 after the person changed files between calls (their versions are stored
 before the call may overwrite them), an end whose start it does not know,
 or a call that began while others ran.
@@ -32,6 +34,7 @@ from typing import Any
 
 from earshot.agent.core.external_calls import ExternalCall, ToolKind, relative_targets
 from earshot.agent.core.external_notes import Notes, pointer
+from earshot.agent.shell.targets import may_name_targets
 from earshot.cas.intents import append_note, read_notes
 
 #: ``advance(token)`` of the daemon: paths changed since the token (None: a
@@ -97,6 +100,10 @@ def note_call(
                 # The state before a write holds what it names, the ignore rules
                 # notwithstanding (a .env it edits is restored, not deleted): only
                 # a restage can store that.
+                return False
+            if call.command is not None and may_name_targets(call.command):
+                # It may delete what is kept as existence only: a worker reads
+                # that first (agent/core/doomed.py).
                 return False
             doc = call.describe(root)
             note = {"call": len(notes.calls), "begin": doc, "key": call.key, "owner": None}

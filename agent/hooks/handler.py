@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from earshot.agent.core import coverage
+from earshot.agent.core.batch import Batch
 from earshot.agent.core.calls import Bash, error_text
 from earshot.agent.core.conversation import new_session, note_compaction, say, select
 from earshot.agent.core.engine import Engine
@@ -182,7 +184,7 @@ def _handle(engine: Engine, event: HookEvent, options: Options) -> Answer:
     # The end of a response or of a turn closes the batch, unless a subagent
     # dispatch still runs in it; a prompt or the session's end, whatever runs.
     waits = kind in (EventKind.RESPONSE_END, EventKind.TURN_END)
-    _close_open(engine, _REASONS[kind], unless_dispatching=waits)
+    closed = _close_open(engine, _REASONS[kind], unless_dispatching=waits)
     project, session = engine.project, engine.session.id
     if kind is EventKind.PROMPT:
         say(project, session, "user", event.text or "")
@@ -192,6 +194,10 @@ def _handle(engine: Engine, event: HookEvent, options: Options) -> Answer:
         note_compaction(
             project, session, f"{event.agent} compacted its context ({event.detail or '?'})"
         )
+    # What the batch did that undo cannot take back, said in the agent's view.
+    uncovered = coverage.uncovered(closed.ledger) if closed is not None else []
+    if uncovered:
+        return Answer(message="\n".join(f"earshot: {line}" for line in coverage.lines(uncovered)))
     return SILENT
 
 
@@ -206,17 +212,19 @@ _REASONS = {
 }
 
 
-def _close_open(engine: Engine, why: str, *, unless_dispatching: bool = False) -> None:
-    """Commit the session's open batch, if any; ``unless_dispatching``: not while a
-    subagent dispatch runs (a subagent's response ends inside the dispatch's unit)."""
+def _close_open(engine: Engine, why: str, *, unless_dispatching: bool = False) -> Batch | None:
+    """Commit the session's open batch, if any, and return it; ``unless_dispatching``:
+    not while a subagent dispatch runs (a subagent's response ends inside the
+    dispatch's unit)."""
     batch = open_batch(engine)
     if batch is None:
-        return
+        return None
     try:
         if not (unless_dispatching and batch.dispatching):
-            batch.close(why)
+            return batch.close(why)
     finally:
         batch.done()
+    return None
 
 
 def said_of(event: HookEvent) -> dict[str, Any]:

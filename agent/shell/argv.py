@@ -45,6 +45,10 @@ class Host(Protocol):
     def chdir(self, path: Arg) -> None:
         """Track a ``cd`` so later relative paths are checked in the right place."""
 
+    def target(self, path: Arg) -> None:
+        """A path the command may delete or overwrite, with everything below it: what
+        earshot records first, past its limits, so undo can bring it back."""
+
 
 #: A rule: (host, argv, visible stdin text) -> None, reporting through the host.
 Handler = Callable[[Host, Argv, "str | None"], None]

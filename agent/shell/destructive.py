@@ -149,10 +149,18 @@ _CONDITIONAL = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """Whether a command may destroy data, and human-readable reasons if so."""
+    """Whether a command may destroy data, and human-readable reasons if so.
+
+    ``targets``: the paths it may delete or overwrite, each with what lies
+    below it, as written relative to where the command starts (``.`` for
+    there itself), a glob cut at its first wild component (``data/*.db`` ->
+    ``data``). Only what can be told: a path under a directory that cannot
+    be known is left out.
+    """
 
     destructive: bool
     reasons: tuple[str, ...]
+    targets: tuple[str, ...] = ()
 
 
 class _Walker:
@@ -160,6 +168,7 @@ class _Walker:
 
     def __init__(self, path_exists: Callable[[str], bool] | None) -> None:
         self.reasons: list[str] = []
+        self.targets: list[str] = []
         self.path_exists = path_exists
         #: Directory of the command being classified, relative to the original
         #: cwd ("" = unchanged); None once we cannot tell.
@@ -183,6 +192,20 @@ class _Walker:
             self.flag(f"{tool} may overwrite {path}")
         elif exists:
             self.flag(f"{tool} overwrites {path}")
+        if exists is not False:
+            self.target(path)
+
+    def target(self, path: Arg) -> None:
+        if path is None or self.cwd is None:
+            return
+        literal = _literal_part(path)
+        if literal is None:
+            return
+        if not literal.startswith("/") and self.cwd:
+            literal = posixpath.join(self.cwd, literal)
+        literal = posixpath.normpath(literal)
+        if literal not in self.targets:
+            self.targets.append(literal)
 
     def run_argv(self, argv: Argv, stdin: str | None, chdir: Arg = SAME_DIR) -> None:
         if not argv:
@@ -328,6 +351,19 @@ class _Walker:
         self.overwrite(f"redirect {descriptor}{operator}", literal(destination))
 
 
+def _literal_part(path: str) -> str | None:
+    """The part of a path that names a place before any glob or brace: ``data/*.db``
+    -> ``data``, ``*.log`` -> ``.``; None for ``~`` (someone's home)."""
+    if path.startswith("~"):
+        return None
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if _UNCHECKABLE.search(part):
+            head = "/".join(parts[:i])
+            return head if head else ("/" if path.startswith("/") else ".")
+    return path
+
+
 def classify(command: str, path_exists: Callable[[str], bool] | None = None) -> Verdict:
     """Classify a shell command line before it runs.
 
@@ -345,4 +381,4 @@ def classify(command: str, path_exists: Callable[[str], bool] | None = None) -> 
         walker.walk(root)
     except RecursionError:
         walker.flag("the command nests too deeply to inspect")
-    return Verdict(bool(walker.reasons), tuple(walker.reasons))
+    return Verdict(bool(walker.reasons), tuple(walker.reasons), tuple(walker.targets))

@@ -34,6 +34,31 @@ _ALWAYS: dict[str, str] = {
 }
 
 
+#: Commands that delete (or cut short) their operands, and the short options of
+#: each that take a value (the rest are flags).
+_DELETERS: dict[str, str] = {
+    "rm": "",
+    "unlink": "",
+    "rmdir": "",
+    "shred": "ns",
+    "truncate": "sr",
+    "rimraf": "",
+    "trash": "",
+    "trash-put": "",
+    "srm": "",
+}
+
+
+def deleted_operands(key: str, argv: Argv) -> list[Arg]:
+    """The paths a deleting command names (``rm -rf a b`` -> a, b); [] for other commands."""
+    short_arg = _DELETERS.get(key)
+    if short_arg is None:
+        return []
+    return getopt(
+        argv[1:], short_arg, {"--size", "--reference", "--iterations", "--random-source"}
+    ).operands
+
+
 # --- editing and copying tools ---------------------------------------------------
 
 
@@ -124,6 +149,8 @@ def _find(host: Host, argv: Argv, stdin: str | None) -> None:
         i += 1
         if arg == "-delete":
             host.flag("find -delete deletes files")
+            for start in _find_starts(args):
+                host.target(start)
         elif arg in ("-fprint", "-fprint0", "-fprintf", "-fls"):
             host.overwrite(f"find {arg}", args[i] if i < len(args) else None)
         elif arg in ("-exec", "-execdir", "-ok", "-okdir"):
@@ -137,6 +164,16 @@ def _find(host: Host, argv: Argv, stdin: str | None) -> None:
                 command.append(None if word is None or "{}" in word else word)
             i += 1
             host.run_argv(command, None)
+
+
+def _find_starts(args: Argv) -> list[Arg]:
+    """The start points of ``find`` (the operands before its expression), "." by default."""
+    starts: list[Arg] = []
+    for arg in args:
+        if arg is not None and (arg.startswith("-") or arg in ("(", "!", ",")):
+            break
+        starts.append(arg)
+    return starts or ["."]
 
 
 _RSYNC_ARG = frozenset(

@@ -51,8 +51,12 @@ def _git(host: Host, argv: Argv, stdin: str | None) -> None:
         return
     first = args[0] if args else ""
     if sub == "clean":
-        if getopt(args, "e", {"--exclude"}).has("-n", "--dry-run"):
+        clean = getopt(args, "e", {"--exclude"})
+        if clean.has("-n", "--dry-run"):
             return
+        if clean.has("-x", "-X"):  # what git ignores goes too: record it first
+            for path in clean.operands or ["."]:
+                host.target(path)
     elif sub == "stash":
         if first in ("list", "show", "create"):
             return

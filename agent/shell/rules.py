@@ -12,7 +12,7 @@ are listed in :mod:`.destructive`.
 from __future__ import annotations
 
 from earshot.agent.shell.argv import Argv, Handler, Host, command_key
-from earshot.agent.shell.files import FILE_HANDLERS, always_destructive
+from earshot.agent.shell.files import FILE_HANDLERS, always_destructive, deleted_operands
 from earshot.agent.shell.interpreters import INTERPRETER_HANDLERS, python_handler
 from earshot.agent.shell.packages import PACKAGE_HANDLERS, versioned_pip
 from earshot.agent.shell.windows import WINDOWS_HANDLERS, powershell_cmdlet
@@ -35,6 +35,8 @@ def classify_argv(host: Host, argv: Argv, stdin: str | None) -> None:
     reason = always_destructive(key)
     if reason is not None:
         host.flag(reason)
+        for path in deleted_operands(key, argv):
+            host.target(path)
         return
     handler = _HANDLERS.get(key) or versioned_pip(key) or python_handler(key)
     if handler is not None:

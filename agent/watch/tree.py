@@ -17,6 +17,7 @@ import errno
 import itertools
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,18 @@ _FLAGS = _C.IN_DONT_FOLLOW | _C.IN_ONLYDIR
 #: would flood the queue) and IN_CLOSE_WRITE (every write already gave IN_MODIFY).
 TREE_MASK = Mask(_CHANGE | SELF_EVENTS | _FLAGS | _C.IN_EXCL_UNLINK)
 COOKIE_MASK = Mask(_C.IN_CREATE | _FLAGS)
+#: A git dir or its info dir: a file replaced (git writes a lock file and
+#: renames it), written in place, or removed. Not IN_MODIFY: the lock file is
+#: written in many pieces, and only its rename counts.
+GIT_MASK = Mask(
+    _C.IN_CLOSE_WRITE
+    | _C.IN_MOVED_TO
+    | _C.IN_CREATE
+    | _C.IN_DELETE
+    | _C.IN_MOVED_FROM
+    | SELF_EVENTS
+    | _FLAGS
+)
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
 
@@ -113,12 +126,15 @@ class WatchTree:
         callback: WatchCallback,
         exclude: frozenset[str],
         keep: KeepIgnored | None = None,
+        on_repository: Callable[[str], None] | None = None,
     ) -> None:
         self.root = root
         self.fd = fd
         self.callback = callback
         self.exclude = exclude
         self.keep = keep or KeepIgnored()
+        #: Told of each repository nested in the root (a watched directory holding .git).
+        self.on_repository = on_repository
         self.ids = itertools.count(1)
         self.dirs: dict[int, WatchedDir] = {}
         self.by_rel: dict[str, int] = {}
@@ -197,9 +213,12 @@ class WatchTree:
             except OSError:
                 self.unreadable.add(rel)
                 continue
+            names = [e.name for e in entries]
             if parent is not None:
-                rules = parent.descend(rel, path, [e.name for e in entries])
+                rules = parent.descend(rel, path, names)
             self.dirs[wd].rules = rules
+            if rel and ".git" in names and self.on_repository is not None:
+                self.on_repository(rel)
             for entry in entries:
                 try:
                     if skipped(entry.name) or not entry.is_dir(follow_symlinks=False):

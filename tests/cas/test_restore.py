@@ -12,19 +12,21 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from trees import build_tree
 
+from earshot.cas.apply import (
+    HOLE_BLOCK,
+    Applier,
+    RestoreResult,
+    remove_temp_files,
+    write_sparse,
+)
 from earshot.cas.backend import MemoryBackend
 from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.objects import MissingObject, ObjectStore
 from earshot.cas.restore import (
-    HOLE_BLOCK,
-    Applier,
     RestorePlan,
-    RestoreResult,
     delete_everything,
     keep_everything,
     plan_restore,
-    remove_temp_files,
-    write_sparse,
 )
 from earshot.cas.scan import TEMP_PREFIX
 from earshot.cas.tree import MAGIC, CorruptTree, Kind, TreeEntry

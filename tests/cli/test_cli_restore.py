@@ -274,3 +274,20 @@ def test_restore_force_judges_extras_by_the_snapshots_rules_at_every_level(
     assert {s["path"] for s in doc["skipped"]} == {"notes.local", "src/gen"}
     assert (cli.root / "src/gen/deep/more.c").exists() and (cli.root / "notes.local").exists()
     assert (cli.root / "src/.gitignore").read_text() == "gen/\n"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_restore_force_deletes_an_extra_file_git_tracks_though_the_snapshots_rules_ignore_it(
+    cli: Cli, git: Any
+) -> None:
+    # flask at 3.0.0 tracks tests/test_apps/.env and .flaskenv, which its
+    # .gitignore ignores: git reset --hard and git clean judge them tracked.
+    git(cli.root, "init", "-q")
+    cli.write(".gitignore", ".flaskenv\n")
+    cli.write("a.txt", "a\n")
+    s0 = cli.snap()
+    cli.write(".flaskenv", "FLASK_APP=x\n")
+    git(cli.root, "add", "-f", ".flaskenv")
+    doc = cli.json("restore", s0[:12], "--force")
+    assert doc["deleted"] == [".flaskenv"] and doc["skipped"] == []
+    assert not (cli.root / ".flaskenv").exists()

@@ -651,3 +651,27 @@ def test_a_root_that_is_not_a_project_is_refused_in_words(
     assert ran.rc == 0 and answer is not None and "Bash runs unrecorded" in answer["systemMessage"]
     stores = [p.name for p in home.glob("checkpoints/*")]
     assert all(name.startswith("root-") for name in stores), stores  # the test's own root
+
+
+def test_the_response_end_tells_the_person_what_undo_cannot_take_back(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    (root / ".gitignore").write_text("*.bin\nnode_modules/\n")
+    (root / "model.bin").write_bytes(b"\x7fELF" + b"\0" * 60)  # compiled: not kept
+    (root / "node_modules" / "pkg").mkdir(parents=True)
+    (root / "app.py").write_text("x = 1\n")
+    agent.prompt("clean up")
+
+    def clean() -> None:
+        (root / "model.bin").unlink()
+        shutil.rmtree(root / "node_modules")
+        (root / "app.py").write_text("x = 2\n")
+
+    agent.bash("rm -rf model.bin node_modules; edit app.py", clean)
+    answer = agent.response_end().answer()
+    assert answer is not None
+    assert answer["systemMessage"].splitlines() == [
+        "earshot: not covered by undo: model.bin (a build output, deleted)",
+        "earshot: not covered by undo: node_modules/ (a regenerable cache, deleted)",
+    ]
+    agent.stop()

@@ -289,3 +289,30 @@ def test_codex_runs_earshot_s_hooks_once_install_trusted_them(
 def _batches_or_none(cli: Cli) -> list[dict[str, Any]]:
     ran = cli.run("log", "--json", expect=None)
     return [] if ran.rc != 0 else list(ran.json()["batches"])
+
+
+def test_claudes_rm_of_an_ignored_env_is_undone_and_what_undo_cannot_take_back_is_shown(
+    earshot: Cli, project: Path, tmp_path: Path, tree: Tree
+) -> None:
+    kit = KITS["claude"]
+    (project / ".gitignore").write_text(".env\n*.bin\n")
+    (project / ".env").write_text("API_KEY=secret\n")
+    (project / "model.bin").write_bytes(b"\x7fELF" + bytes(range(256)))  # compiled: not kept
+    before = tree(project)
+    home = tmp_path / "h"
+    script = [[kit.shell("rm -f .env model.bin")], "removed"]
+    with kit.server(script) as model:
+        session(kit, earshot, project, home, model, "clean up")
+    assert not (project / ".env").exists()
+    (batch,) = batches(earshot)
+    assert batch["uncovered"] == [
+        {"path": "model.bin", "reason": "a build output", "change": "deleted"}
+    ]
+    # The hook's message reached Claude Code's own transcript of the session.
+    transcripts = "".join(p.read_text() for p in home.rglob("*.jsonl"))
+    assert "not covered by undo: model.bin (a build output, deleted)" in transcripts
+    earshot.run("undo", expect=3)  # model.bin is kept as it is (gone), and said
+    assert (project / ".env").read_text() == "API_KEY=secret\n"
+    restored = tree(project)
+    del before["model.bin"]
+    assert restored == before

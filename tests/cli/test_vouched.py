@@ -192,3 +192,26 @@ def test_an_ignored_file_is_kept_in_a_vouched_snapshot_as_a_walk_keeps_it(
     (cli.root / ".env").write_text("HAND=3\n")
     cli.run("restore", doc["id"], "--force")  # the snapshot holds .env as it was
     assert (cli.root / ".env").read_text() == "HAND=2\n"
+
+
+def test_git_add_force_of_a_file_the_scan_does_not_keep_is_seen_by_the_daemon(
+    cli: Cli,
+) -> None:
+    # A file in a cache directory: kept as existence only until git tracks it.
+    subprocess.run(["git", "init", "-q", str(cli.root)], check=True)
+    cli.write(".gitignore", "node_modules/\n")
+    cli.write("node_modules/pkg/patched.js", "v1\n")
+    cli.write("a.txt", "a\n")
+    cli.run("watch")
+    cli.json("snapshot")
+    subprocess.run(
+        ["git", "-C", str(cli.root), "add", "-f", "node_modules/pkg/patched.js"], check=True
+    )
+    doc = cli.json("snapshot")
+    assert doc["vouched"] is True and doc["files"] == 3, doc
+    sid = cli.new_session()
+    cli.run("bash", "echo v2 > node_modules/pkg/patched.js", session=sid)
+    cli.run("undo", session=sid)
+    assert (cli.root / "node_modules/pkg/patched.js").read_text() == "v1\n"
+    walked = _walked(cli)
+    assert walked["files"] == 3

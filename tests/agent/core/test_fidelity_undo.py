@@ -176,5 +176,5 @@ def test_undo_force_never_deletes_or_overwrites_what_it_does_not_hold_now(
     (root / "g").write_text("edited\n")
     undo = cli.run("undo", "--force", "--json", session=sid, expect=3).json()
     assert [k["path"] for k in undo["kept"]] == ["f"]
-    assert "not recorded as it is now" in undo["kept"][0]["reason"]
+    assert "its content now is not recorded" in undo["kept"][0]["reason"]
     assert (root / "f").is_fifo()

@@ -652,7 +652,7 @@ def test_reasons_list_every_destructive_part_in_order() -> None:
 
 def test_verdict_is_a_frozen_value() -> None:
     verdict = classify("rm a")
-    assert verdict == Verdict(True, ("rm deletes files",))
+    assert verdict == Verdict(True, ("rm deletes files",), ("a",))
     with pytest.raises(dataclasses.FrozenInstanceError):
         verdict.destructive = False  # type: ignore[misc]
 
@@ -683,3 +683,37 @@ def test_any_text_gets_a_verdict(text: str) -> None:
     verdict = classify(text)
     assert isinstance(verdict, Verdict)
     assert verdict.destructive or not verdict.reasons
+
+
+# -- targets: what a command may delete, to record first ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "targets"),
+    [
+        ("rm -rf data .env", ("data", ".env")),
+        ("rm -- -odd", ("-odd",)),
+        ("cd sub && rm -f *.db", ("sub",)),
+        ("rm -rf data/*/cache", ("data",)),
+        ("find build tmp -name '*.o' -delete", ("build", "tmp")),
+        ("find -delete", (".",)),
+        ("git clean -fdx", (".",)),
+        ("git clean -fdX src", ("src",)),
+        ("git clean -fd", ()),  # what git ignores stays: nothing to record first
+        ("truncate -s 0 big.log", ("big.log",)),
+        ("sudo rm -r /srv/x", ("/srv/x",)),
+        ("echo > out.txt", ("out.txt",)),
+        ("rm -rf $DIR ~/x", ()),  # neither can be known
+        ("(cd a; rm b); rm c", ("a/b", "c")),
+    ],
+)
+def test_a_destructive_command_names_the_paths_it_may_delete(
+    command: str, targets: tuple[str, ...]
+) -> None:
+    verdict = classify(command, lambda path: True)
+    assert verdict.destructive
+    assert verdict.targets == targets
+
+
+def test_a_command_that_deletes_nothing_it_names_has_no_targets() -> None:
+    assert classify("make test && git status", lambda path: True).targets == ()

@@ -157,16 +157,17 @@ def test_caches_and_git_are_never_watched_and_ignored_names_are_reported(
     (root / "dist/x").mkdir(parents=True)
     (root / "src/app").mkdir(parents=True)
     with Watcher(root, data_dir) as w:
-        # root, src, src/app, plus the cookie directory: nothing else.
-        assert kernel_watches(w) == 4
-        assert w.status()["watches"] == 4
+        # root, src, src/app, the cookie directory and .git (for its index,
+        # never its content): nothing else.
+        assert kernel_watches(w) == 5
+        assert w.status()["watches"] == 5
         t = w.token()
         sh(root, "echo 1 > node_modules/pkg1/lib/i.js; echo 2 > .git/objects/01/obj")
         sh(root, "echo 3 > x.log")
         sh(root, "mkdir node_modules/new; mkdir -p src/.git/refs; echo 4 > src/app/m.py")
         # x.log is ignored, but a scan records that it exists (and keeps it).
         assert w.changed_since(t) == {"src/app/m.py", "x.log"}
-        assert kernel_watches(w) == 4
+        assert kernel_watches(w) == 5
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -180,8 +181,9 @@ def test_paths_the_git_index_tracks_are_watched_and_reported_though_ignored(
         (root / rel).write_text("x\n")
     git(root, "add", "-f", "build/keep/config.h", "fix.patch")
     with Watcher(root, data_dir) as w:
-        # root, build, build/keep, cookies and .git/info (for info/exclude): not build/other
-        assert kernel_watches(w) == 5
+        # root, build, build/keep, cookies, .git (for the index) and .git/info
+        # (for info/exclude): not build/other
+        assert kernel_watches(w) == 6
         t = w.token()
         sh(root, "echo 1 >> build/keep/config.h; echo 2 >> fix.patch")
         sh(root, "echo 3 >> build/other/out.o; echo 4 >> junk.patch")
@@ -456,3 +458,45 @@ def test_a_watcher_that_cannot_watch_the_mount_table_stops_vouching(
         assert "mount table" in str(w.status()["degraded"])
     finally:
         w.stop()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_path_the_index_starts_or_stops_tracking_is_reported_and_watched(
+    root: Path, data_dir: Path, git: Any
+) -> None:
+    git(root, "init", "-q")
+    (root / ".gitignore").write_text("node_modules/\n")
+    (root / "node_modules" / "pkg").mkdir(parents=True)
+    (root / "node_modules" / "pkg" / "patched.js").write_text("v1\n")
+    with Watcher(root, data_dir) as w:
+        t = w.token()
+        git(root, "status", "--porcelain")  # may rewrite the index: the same paths
+        assert w.changed_since(t) == set()
+        git(root, "add", "-f", "node_modules/pkg/patched.js")
+        seen = w.changed_since(t)
+        assert seen is not None and "node_modules/pkg/patched.js" in seen
+        t = w.token()  # the cache is walked now, for what git tracks in it
+        (root / "node_modules" / "pkg" / "patched.js").write_text("v2\n")
+        assert w.changed_since(t) == {"node_modules/pkg/patched.js"}
+        t = w.token()
+        git(root, "rm", "-q", "-f", "--cached", "node_modules/pkg/patched.js")
+        assert w.changed_since(t) == {"node_modules/pkg/patched.js"}
+        t = w.token()
+        (root / "node_modules" / "pkg" / "patched.js").write_text("v3\n")
+        assert w.changed_since(t) == set()  # not tracked, in a cache: not watched
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_nested_repositorys_info_exclude_is_a_change_of_its_rules(
+    root: Path, data_dir: Path, git: Any
+) -> None:
+    dep = root / "vendor" / "dep"
+    dep.mkdir(parents=True)
+    git(dep, "init", "-q")
+    (dep / "data").mkdir()
+    (dep / "data" / "notes.txt").write_text("n\n")
+    with Watcher(root, data_dir) as w:
+        t = w.token()
+        (dep / ".git" / "info" / "exclude").write_text("data/\n")
+        seen = w.changed_since(t)
+        assert seen is not None and "vendor/dep" in seen

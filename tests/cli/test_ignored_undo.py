@@ -1,0 +1,243 @@
+"""What git ignores is still the user's: undo of batches that touch ignored paths.
+
+Each case is one a person met on a real repository: an agent deleting an
+ignored ``.env`` or local database, a batch that edits ``.gitignore`` or
+checks out an older commit whose rules differ, a moved directory holding
+ignored content, a directory replaced by a file or a link. Every test
+compares whole trees (content, modes, links) before and after, through the
+real ``earshot`` script, in-process and through the watch daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+pytestmark = pytest.mark.both_modes
+
+if TYPE_CHECKING:
+    from earshot_cli import Cli
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def listing(tree: Any, root: Path) -> dict[str, Any]:
+    """The whole tree but .git: what undo must bring back exactly."""
+    return {k: v for k, v in tree(root).items() if k != ".git" and not k.startswith(".git/")}
+
+
+def test_an_agents_rm_of_ignored_files_is_undone_byte_exact(cli: Cli, tree: Any) -> None:
+    cli.write(".gitignore", ".env\ndata/\n")
+    cli.write(".env", "API_KEY=secret\n")
+    cli.write("data/local.db", b"SQLite format 3\x00" + bytes(range(256)) * 40)
+    cli.write("data/notes/today.md", "remember\n")
+    cli.write("app.py", "print(1)\n")
+    before = listing(tree, cli.root)
+    cli.run("bash", "rm -f .env; rm -rf data; echo x > app.py")
+    batch = cli.json("log")["batches"][-1]
+    gone = {c["path"] for c in batch["changes"] if c["after_kind"] is None}
+    assert {".env", "data/local.db", "data/notes/today.md"} <= gone
+    cli.run("undo")
+    assert listing(tree, cli.root) == before
+
+
+def test_an_edit_of_gitignore_that_shows_an_ignored_file_does_not_make_undo_delete_it(
+    cli: Cli, tree: Any
+) -> None:
+    cli.write(".gitignore", "secret.env\n*.log\n")
+    cli.write("secret.env", "TOKEN=1\n")
+    cli.write("a.txt", "a\n")
+    before = listing(tree, cli.root)
+    cli.run("bash", "printf '*.log\\n' > .gitignore")
+    cli.run("undo")
+    assert listing(tree, cli.root) == before
+
+
+def test_an_ignored_file_too_large_to_keep_is_never_created_by_a_batch_that_shows_it(
+    cli: Cli, tree: Any
+) -> None:
+    # Over the limit for ignored files: kept as existence only. A batch that
+    # un-ignores it finds it existed before, so undo leaves it in place.
+    cli.write(".gitignore", "weights.bin\n")
+    cli.write("weights.bin", b"w" * 300)
+    before = listing(tree, cli.root)
+    env = cli.env(EARSHOT_IGNORED_MAX_FILE="100")
+    cli.run("bash", "printf '' > .gitignore", env=env)
+    undo = cli.json("undo", env=env)
+    assert listing(tree, cli.root) == before
+    assert undo["deleted"] == [] and undo["conflicts"] == []
+
+
+@needs_git
+def test_undo_of_a_checkout_of_an_older_commit_keeps_the_files_its_rules_did_not_ignore(
+    cli: Cli, tree: Any, git: Any
+) -> None:
+    # The shape of numpy at v2.4.0 against main: the newer .gitignore ignores
+    # an agent's files that the older one does not mention.
+    root = cli.root
+    git(root, "init", "-q")
+    cli.write(".gitignore", "build/\n")
+    cli.write("setup.py", "version = 1\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "old")
+    git(root, "tag", "v1")
+    cli.write(".gitignore", "build/\nAGENTS.md\nCLAUDE.md\n.claude/\n.aider*\n")
+    cli.write("setup.py", "version = 2\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "new")
+    for rel in ("AGENTS.md", "CLAUDE.md", ".claude/settings.json", ".aider.chat.history.md"):
+        cli.write(rel, f"{rel}: the person's own\n")
+    before = listing(tree, root)
+    cli.run("bash", "git checkout -q v1")
+    assert (root / "setup.py").read_text() == "version = 1\n"
+    undo = cli.json("undo")
+    assert undo["deleted"] == [] and undo["conflicts"] == []
+    assert listing(tree, root) == before
+
+
+def test_a_moved_directory_with_ignored_content_is_moved_back_by_undo(cli: Cli, tree: Any) -> None:
+    cli.write(".gitignore", "/data/cache/\n/data2/cache/\n")
+    cli.write("data/a.csv", "1,2\n")
+    cli.write("data/cache/model.bin", b"m" * 5000)
+    before = listing(tree, cli.root)
+    cli.run("bash", "mv data data2")
+    moved = listing(tree, cli.root)
+    cli.run("undo")
+    assert listing(tree, cli.root) == before
+    cli.run("redo")
+    assert listing(tree, cli.root) == moved
+
+
+@pytest.mark.slow
+def test_a_moved_directory_holding_a_70_mib_ignored_file_is_moved_back_without_a_copy(
+    cli: Cli, tree: Any
+) -> None:
+    cli.write(".gitignore", "*.bin\n")
+    big = cli.root / "models" / "weights.bin"
+    big.parent.mkdir()
+    with open(big, "wb") as out:
+        for _ in range(70):
+            out.write(os.urandom(1 << 20))
+    cli.write("models/README", "weights\n")
+    ino = big.stat().st_ino
+    before = listing(tree, cli.root)
+    cli.run("bash", "mv models models2")
+    cli.run("undo")
+    assert listing(tree, cli.root) == before
+    assert big.stat().st_ino == ino  # renamed back, not copied
+    stats = cli.json("stats")
+    assert stats["content_bytes"] < 1 << 20  # the 70 MiB were never stored
+
+
+@pytest.mark.parametrize(
+    "replace",
+    ["rm -rf d && echo file > d", "rm -rf d && ln -s target d", "rm -rf d && mkdir d"],
+)
+def test_a_directory_replaced_by_a_file_or_link_is_undone_and_redone_exactly(
+    cli: Cli, tree: Any, replace: str
+) -> None:
+    cli.write("d/x.txt", "x\n")
+    cli.write("d/sub/y.txt", "y\n")
+    cli.write("earlier.txt", "1\n")
+    cli.run("bash", "echo 2 > earlier.txt")  # an earlier batch, to undo after
+    before = listing(tree, cli.root)
+    cli.run("bash", replace)
+    after = listing(tree, cli.root)
+    undo = cli.json("undo")
+    assert undo["conflicts"] == [] and undo["kept"] == []
+    assert listing(tree, cli.root) == before
+    cli.run("redo")
+    assert listing(tree, cli.root) == after
+    cli.run("undo")
+    assert listing(tree, cli.root) == before
+    cli.run("undo")  # the earlier batch: not blocked by the replacement
+    assert (cli.root / "earlier.txt").read_text() == "1\n"
+
+
+def test_a_file_replaced_by_a_directory_is_undone_and_redone_exactly(cli: Cli, tree: Any) -> None:
+    cli.write("f", "a file\n")
+    before = listing(tree, cli.root)
+    cli.run("bash", "rm f && mkdir -p f/inner && echo z > f/inner/z.txt")
+    after = listing(tree, cli.root)
+    cli.run("undo")
+    assert listing(tree, cli.root) == before
+    cli.run("redo")
+    assert listing(tree, cli.root) == after
+
+
+def test_an_undo_that_keeps_a_directory_it_cannot_empty_marks_the_batch_done(
+    cli: Cli,
+) -> None:
+    cli.write("first.txt", "1\n")
+    cli.run("bash", "echo one > first.txt")
+    cli.run("bash", "mkdir made && echo agent > a.txt")
+    (cli.root / "made" / "mine.txt").write_text("the person's\n")  # not the batch's
+    undo = cli.json("undo", expect=3)  # done, with a path kept
+    assert undo["deleted"] == ["a.txt"]
+    assert undo["kept"] == [{"path": "made", "reason": "directory not empty; kept"}]
+    log = cli.json("log")["batches"]
+    assert log[1]["undone"] is True  # done: no retry would remove made/
+    cli.run("undo")  # goes on to the batch before it
+    assert (cli.root / "first.txt").read_text() == "1\n"
+    assert (cli.root / "made" / "mine.txt").read_text() == "the person's\n"
+
+
+def test_what_undo_cannot_take_back_is_said_on_stderr_in_log_and_in_json(cli: Cli) -> None:
+    cli.write(".gitignore", ".env\nvendor/\n")
+    cli.write(".earshotignore", "*.key\n")
+    cli.write(".env", "K=" + "v" * 200 + "\n")  # over the limit set below: existence only
+    cli.write("vendor/CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n")
+    cli.write("id.key", "private\n")
+    # No budget to read what rm names first: .env stays existence only.
+    env = cli.env(EARSHOT_IGNORED_MAX_FILE="100", EARSHOT_TARGET_BUDGET="0")
+    ran = cli.run("bash", "rm -rf .env vendor id.key", env=env)
+    said = [line for line in ran.stderr.splitlines() if "not covered" in line]
+    assert said == [
+        "earshot: not covered by undo: .env (ignored, deleted)",
+        "earshot: not covered by undo: id.key (excluded by .earshotignore, deleted)",
+        "earshot: not covered by undo: vendor/ (a regenerable cache, deleted)",
+    ]
+    log = cli.run("log", env=env).stdout.splitlines()[-1]
+    assert "3 paths not covered by undo" in log
+    batch = cli.json("log", env=env)["batches"][-1]
+    assert batch["uncovered"] == [
+        {"path": ".env", "reason": "ignored", "change": "deleted"},
+        {"path": "id.key", "reason": "excluded by .earshotignore", "change": "deleted"},
+        {"path": "vendor", "reason": "a regenerable cache", "change": "deleted"},
+    ]
+
+
+def test_rm_of_a_directory_kept_as_existence_is_recorded_first_and_undone_exactly(
+    cli: Cli, tree: Any
+) -> None:
+    # data/ is over every limit: too many files for the budget of an ignored
+    # directory, one file over the size limit. rm names it: it is read first.
+    env = cli.env(
+        EARSHOT_IGNORED_DIR_FILES="3", EARSHOT_IGNORED_MAX_FILE="1K", EARSHOT_MAX_FILE_SIZE="2M"
+    )
+    cli.write(".gitignore", "data/\n")
+    for i in range(8):
+        cli.write(f"data/part{i}.csv", f"{i},x\n" * 300)
+    cli.write("data/raw/big.bin", os.urandom(3 << 20))
+    cli.run("snapshot", env=env)  # data/ is existence only now
+    before = listing(tree, cli.root)
+    ran = cli.run("bash", "rm -rf data", env=env)
+    assert "not covered" not in ran.stderr, ran.stderr
+    cli.run("undo", env=env)
+    assert listing(tree, cli.root) == before
+
+
+def test_what_the_target_budget_cannot_take_is_said(cli: Cli, tree: Any) -> None:
+    env = cli.env(EARSHOT_IGNORED_MAX_FILE="1K", EARSHOT_TARGET_BUDGET="3K")
+    cli.write(".gitignore", "*.dat\n")
+    for i in range(4):
+        cli.write(f"d/{i}.dat", "z" * 2000)  # 2 KB each: one fits the 3 KB budget
+    ran = cli.run("bash", "rm -rf d", env=env)
+    said = [line for line in ran.stderr.splitlines() if "not covered" in line]
+    assert len(said) == 3, ran.stderr
+    undo = cli.json("undo", env=env, expect=3)
+    assert len(undo["restored"]) == 1
