@@ -53,7 +53,8 @@ class EarshotCalls:
 
     name = "earshot"
 
-    def __init__(self, exe: str, tree: Path, home: Path, watch: str) -> None:
+    def __init__(self, exe: str, tree: Path, home: Path, watch: str, name: str = "earshot") -> None:
+        self.name = name
         self.mode = watch
         self.exe = exe
         self.tree = tree
@@ -166,6 +167,8 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> list[dict[str,
     """One tree size: an entry per earshot watch mode, against the same git runs."""
     work = Path(args.work) / f"calls-{args.shape}-{files}"
     trees = {mode: work / f"tree-earshot-{mode}" for mode in args.watch}
+    if args.base:
+        trees |= {f"base-{mode}": work / f"tree-base-{mode}" for mode in args.watch}
     trees["git"] = work / "tree-git"
     if work.exists():
         subprocess.run(["rm", "-rf", str(work)], check=True)
@@ -175,6 +178,13 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> list[dict[str,
     earshots = [
         EarshotCalls(exe, trees[mode], work / f"earshot-home-{mode}", mode) for mode in args.watch
     ]
+    if args.base:  # the code before a change, on its own tree, in the same run
+        earshots += [
+            EarshotCalls(
+                args.base, trees[f"base-{mode}"], work / f"base-home-{mode}", mode, name="base"
+            )
+            for mode in args.watch
+        ]
     tools: list[Tool] = [*earshots, GitCalls(trees["git"], work / "shadow.git")]
     for tool in tools:
         log(f"setting up {tool.name}")
@@ -217,7 +227,7 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> list[dict[str,
     for repeat in range(args.repeat):
         order = tools if repeat % 2 == 0 else tools[::-1]
         for tool in order:
-            label = tool.name if isinstance(tool, GitCalls) else f"earshot ({tool.mode})"
+            label = tool.name if isinstance(tool, GitCalls) else f"{tool.name} ({tool.mode})"
             log(f"{files:,} files, repeat {repeat + 1}/{args.repeat}: {label}")
             runs: list[tuple[str, Callable[[], None]]] = [
                 ("bash_true", lambda t=tool: t.bash("true")),
@@ -297,6 +307,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--earshot", default=default_earshot(), help="the earshot executable (a regular install)"
+    )
+    parser.add_argument(
+        "--base",
+        default=None,
+        help="another earshot (the code before a change) timed in the same run, on its own tree",
     )
     args = parser.parse_args(argv)
     exe = args.earshot

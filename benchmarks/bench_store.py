@@ -184,6 +184,9 @@ class Scenario:
             doc[tool] = summarize(self.samples[tool]) if tool in self.samples else None
         e, g = doc["earshot"], doc["git"]
         doc["ratio"] = round(e["median"] / g["median"], 4) if e and g and g["median"] else None
+        if "base" in self.samples:  # the code before a change, timed in the same run
+            b = doc["base"] = summarize(self.samples["base"])
+            doc["vs_base"] = round(e["median"] / b["median"], 4) if e and b["median"] else None
         if self.note:
             doc["note"] = self.note
         if self.reported:
@@ -211,16 +214,21 @@ def fmt_value(value: float, unit: str) -> str:
 
 def markdown_table(size: dict[str, Any]) -> str:
     """One size's scenarios as a Markdown table."""
+    base = any("base" in sc for sc in size["scenarios"])
+    tools = ("earshot", "base", "git") if base else ("earshot", "git")
     rows = [
         f"### {size['files']:,} files ({size['tree']['bytes'] / 2**20:,.0f} MiB)",
         "",
-        "| scenario | earshot median (min-max) | git median (min-max) | earshot/git |",
-        "|---|---|---|---|",
+        "| scenario | "
+        + " | ".join(f"{t} median (min-max)" for t in tools)
+        + " | earshot/git |"
+        + (" earshot/base |" if base else ""),
+        "|---|" + "---|" * (len(tools) + 1 + base),
     ]
     for sc in size["scenarios"]:
         cells = []
-        for tool in ("earshot", "git"):
-            s = sc[tool]
+        for tool in tools:
+            s = sc.get(tool)
             cells.append(
                 "-"
                 if s is None
@@ -228,7 +236,10 @@ def markdown_table(size: dict[str, Any]) -> str:
                 f"({fmt_value(s['min'], sc['unit'])}-{fmt_value(s['max'], sc['unit'])})"
             )
         ratio = f"{sc['ratio']:.2f}" if sc["ratio"] is not None else "-"
-        rows.append(f"| {sc['title']} | {cells[0]} | {cells[1]} | {ratio} |")
+        vs_base = ""
+        if base:
+            vs_base = f" {sc['vs_base']:.2f} |" if sc.get("vs_base") is not None else " - |"
+        rows.append(f"| {sc['title']} | {' | '.join(cells)} | {ratio} |{vs_base}")
     return "\n".join(rows)
 
 

@@ -79,9 +79,9 @@ MUTANTS = [
     ),
     (
         "cas/restage.py",
-        "or rel in forced.paths or leads",
-        "or leads",
-        "tests/agent/core/test_fidelity_undo.py -k ignored",
+        "verdict = 0 if rel in forced.paths else scanner.judge(rules, rel, is_dir)",
+        "verdict = scanner.judge(rules, rel, is_dir)",
+        "tests/cli/test_ignored_undo.py -k cache_or",
     ),
     (
         "agent/core/commit.py",
@@ -108,9 +108,9 @@ MUTANTS = [
         "tests/agent/core/test_undo.py",
     ),
     (
-        "agent/core/undo.py",
-        "NOT_BY_A_CALL}",
-        "''}",
+        "agent/core/reversal.py",
+        "impact.keep(step.path, NOT_BY_A_CALL)",
+        "impact.keep(step.path, NOT_BY_A_CALL, final=False)",
         "tests/agent/core/test_crash_harness.py tests/agent/core/test_crash.py -k no_note",
     ),
     (
@@ -160,6 +160,86 @@ MUTANTS = [
         "    return bool(uid == os.getuid())",
         "    return True",
         "tests/cli/test_hosted.py -k peer_check",
+    ),
+    # What git ignores (issue: ignored files, changed rules, moved directories).
+    (
+        "agent/core/ledger.py",
+        "                if old_side and before is None:",
+        "                if False:",
+        "tests/cli/test_ignored_undo.py -k shows_a_directory",
+    ),
+    (
+        "agent/core/reversal.py",
+        "        if source is not None:\n            out[step.path] = source",
+        "        if False:\n            out[step.path] = source",
+        "tests/cli/test_ignored_undo.py -k moved_directory_with_ignored",
+    ),
+    (
+        "agent/core/reversal.py",
+        "if entry.kind is not Kind.DIR and ancestor not in becoming:",
+        "if entry.kind is not Kind.DIR:",
+        "tests/cli/test_ignored_undo.py -k replaced_by_a_file_or_link",
+    ),
+    (
+        "agent/core/coverage.py",
+        "    return out\n\n\n_CONTROL",
+        "    return []\n\n\n_CONTROL",
+        "tests/agent/core/test_coverage.py",
+    ),
+    (
+        "agent/watch/watcher.py",
+        "        if skipped(name):\n            return\n        # An ignored name",
+        "        if skipped(name) or here.rules.excludes(rel, is_dir):\n            return\n"
+        "        # An ignored name",
+        "tests/cli/test_vouched.py -k hand_edit",
+    ),
+    (
+        "agent/watch/gitwatch.py",
+        "        for path in sorted(now ^ before):",
+        "        for path in sorted(now ^ now):",
+        "tests/agent/watch/test_watcher.py -k index_starts",
+    ),
+    (
+        "agent/watch/client.py",
+        'if reply.get("keep") != KeepIgnored.from_env().describe():',
+        "if False:",
+        "tests/cli/test_vouched.py -k other_limits",
+    ),
+    (
+        "agent/core/policy.py",
+        "        if not unheld:\n            return rec",
+        "        if True:\n            return rec",
+        "tests/cli/test_ignored_undo.py -k recorded_first",
+    ),
+    (
+        "agent/core/watched.py",
+        "            if call.command is not None and may_name_targets(call.command):",
+        "            if False:",
+        "tests/cli/test_hooks.py -k read_first",
+    ),
+    (
+        "cas/restore.py",
+        "        if rules.excludes(path, cur.kind is Kind.DIR):",
+        "        if rules.is_ignored(path, cur.kind is Kind.DIR):",
+        "tests/cli/test_cli_restore.py -k git_tracks_though",
+    ),
+    (
+        "cas/scan.py",
+        "if not keep.enabled or rules.mode == SPARSE or size > keep.max_file:",
+        "if True:",
+        "tests/cli/test_ignored_undo.py -k script_deletes",
+    ),
+    (
+        "cas/scan.py",
+        "            return self._existence(rel, st, Unrecorded.EXCLUDED)",
+        "            return None",
+        "tests/cli/test_ignored_undo.py -k cannot_take_back",
+    ),
+    (
+        "agent/core/undo.py",
+        "{p for p, _ in impact.kept if p not in impact.final}",
+        "{p for p, _ in impact.kept}",
+        "tests/cli/test_ignored_undo.py -k cannot_empty",
     ),
 ]
 

@@ -239,6 +239,11 @@ class Restager:
         if self.belief.tree is None:
             vouched, rec = self.vouched_start()
             if vouched:
+                if writes and targets:
+                    # What a write names is recorded before it whatever the
+                    # rules say: the daemon's picture holds an excluded or
+                    # over-the-limit path as existence only.
+                    return self.scoped(set(targets), "before write_file (vouched)")
                 return rec
             batch.written_fresh = True
             return self.full("before the first call of a process")

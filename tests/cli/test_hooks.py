@@ -675,3 +675,23 @@ def test_the_response_end_tells_the_person_what_undo_cannot_take_back(
         "earshot: not covered by undo: node_modules/ (a regenerable cache, deleted)",
     ]
     agent.stop()
+
+
+def test_an_agents_rm_of_a_directory_kept_as_existence_is_read_first_and_undone(
+    cli: Cli, root: Path, agent: Claude, tree: Callable[..., Any]
+) -> None:
+    (root / ".gitignore").write_text("data/\n")
+    for i in range(6):
+        (root / "data" / "sub").mkdir(parents=True, exist_ok=True)
+        (root / "data" / "sub" / f"{i}.csv").write_text(f"{i},x\n" * 50)
+    agent.env["EARSHOT_IGNORED_DIR_FILES"] = "3"  # data/ is over the budget
+    cli.run("snapshot", env=cli.env(EARSHOT_IGNORED_DIR_FILES="3"))
+    before = tree(root)
+    agent.prompt("clean")
+    agent.bash("true", lambda: None)  # the batch is open: the next start may be the daemon's
+    agent.bash("rm -rf data", lambda: shutil.rmtree(root / "data"))
+    answer = agent.response_end().answer()
+    assert answer is None, answer  # everything it deleted is covered
+    agent.stop()
+    cli.run("undo", env=cli.env(EARSHOT_IGNORED_DIR_FILES="3"))
+    assert tree(root) == before

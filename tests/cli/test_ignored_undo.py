@@ -30,6 +30,16 @@ def listing(tree: Any, root: Path) -> dict[str, Any]:
     return {k: v for k, v in tree(root).items() if k != ".git" and not k.startswith(".git/")}
 
 
+def test_an_ignored_file_a_script_deletes_is_kept_and_undone(cli: Cli, tree: Any) -> None:
+    # No rm to read targets from: the .env must have been kept already.
+    cli.write(".gitignore", ".env\n")
+    cli.write(".env", "API_KEY=secret\n")
+    before = listing(tree, cli.root)
+    cli.run("bash", "python3 -c 'import os; os.remove(\".env\")'")
+    cli.run("undo")
+    assert listing(tree, cli.root) == before
+
+
 def test_an_agents_rm_of_ignored_files_is_undone_byte_exact(cli: Cli, tree: Any) -> None:
     cli.write(".gitignore", ".env\ndata/\n")
     cli.write(".env", "API_KEY=secret\n")
@@ -100,8 +110,10 @@ def test_undo_of_a_checkout_of_an_older_commit_keeps_the_files_its_rules_did_not
 
 
 def test_a_moved_directory_with_ignored_content_is_moved_back_by_undo(cli: Cli, tree: Any) -> None:
+    # data/cache is a cache (its tag): existence only, found again by its inode.
     cli.write(".gitignore", "/data/cache/\n/data2/cache/\n")
     cli.write("data/a.csv", "1,2\n")
+    cli.write("data/cache/CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n")
     cli.write("data/cache/model.bin", b"m" * 5000)
     before = listing(tree, cli.root)
     cli.run("bash", "mv data data2")
@@ -241,3 +253,34 @@ def test_what_the_target_budget_cannot_take_is_said(cli: Cli, tree: Any) -> None
     assert len(said) == 3, ran.stderr
     undo = cli.json("undo", env=env, expect=3)
     assert len(undo["restored"]) == 1
+
+
+def test_a_batch_that_shows_a_directory_kept_as_existence_does_not_make_undo_delete_it(
+    cli: Cli, tree: Any
+) -> None:
+    # big/ is over the budget for an ignored directory: existence only. The
+    # batch un-ignores it, so its files are recorded after it: they were
+    # there before, inside a directory whose content was not held.
+    env = cli.env(EARSHOT_IGNORED_DIR_FILES="2")
+    cli.write(".gitignore", "big/\n")
+    for i in range(4):
+        cli.write(f"big/{i}.txt", f"{i}\n")
+    before = listing(tree, cli.root)
+    cli.run("bash", "printf '' > .gitignore", env=env)
+    undo = cli.json("undo", env=env, expect=3)  # kept, and said
+    assert undo["deleted"] == [] and undo["conflicts"] == []
+    assert {k["path"] for k in undo["kept"]} == {f"big/{i}.txt" for i in range(4)}
+    assert listing(tree, cli.root) == before
+
+
+def test_a_write_into_a_cache_or_an_excluded_path_is_undone(cli: Cli, tree: Any) -> None:
+    # What a write names is recorded whatever the rules say, before and after.
+    cli.write(".gitignore", "node_modules/\n")
+    cli.write(".earshotignore", "*.secret\n")
+    cli.write("node_modules/pkg/index.js", "old\n")
+    cli.write("app.secret", "old secret\n")
+    before = listing(tree, cli.root)
+    cli.run("write", "node_modules/pkg/index.js", stdin="patched\n")
+    cli.run("write", "app.secret", stdin="new secret\n")
+    cli.run("undo", "2")
+    assert listing(tree, cli.root) == before

@@ -215,3 +215,26 @@ def test_git_add_force_of_a_file_the_scan_does_not_keep_is_seen_by_the_daemon(
     assert (cli.root / "node_modules/pkg/patched.js").read_text() == "v1\n"
     walked = _walked(cli)
     assert walked["files"] == 3
+
+
+def test_a_hand_edit_of_a_kept_ignored_file_is_seen_by_the_daemon(cli: Cli) -> None:
+    cli.write(".gitignore", ".env\nlocal/\n")
+    cli.write(".env", "A=1\n")
+    cli.write("local/db.json", "{}\n")
+    cli.run("watch")
+    cli.json("snapshot")
+    cli.write(".env", "A=2\n")
+    cli.write("local/db.json", '{"k": 1}\n')
+    doc = cli.json("snapshot")
+    assert doc["vouched"] is True and doc["reused"] is False, doc
+    walked = _walked(cli)
+    assert walked["reused"] is True and walked["id"] == doc["id"]
+
+
+def test_a_daemon_watching_by_other_limits_for_ignored_files_is_not_trusted(cli: Cli) -> None:
+    cli.write(".gitignore", "data/\n")
+    cli.write("data/a.txt", "a\n")
+    cli.run("watch")
+    cli.json("snapshot")
+    doc = cli.json("snapshot", env=cli.env(EARSHOT_KEEP_IGNORED="0"))
+    assert doc["vouched"] is False, doc
