@@ -38,10 +38,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from earshot.cas.digest import Digest
+from earshot.cas.entrykey import EXISTENCE_ONLY
 from earshot.cas.keep import KeepIgnored
 from earshot.cas.objects import ObjectReader
 from earshot.cas.project import Project
-from earshot.cas.scan import EXISTENCE_ONLY, ScanOptions
+from earshot.cas.recording import ScanOptions
 from earshot.cas.tree import Kind, Unrecorded
 
 

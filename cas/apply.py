@@ -23,8 +23,8 @@ from . import faults
 from .digest import Digest, blob_digest
 from .dirfd import DirHandles, UnsafePath
 from .objects import CorruptObject, ObjectReader
+from .recording import TEMP_PREFIX
 from .restore import RestorePlan
-from .scan import TEMP_PREFIX
 from .tree import Ident, Kind, TreeEntry
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

@@ -19,6 +19,7 @@ from .apply import Applier, RestoreResult, remove_temp_files, verify_plan
 from .backend import WriteBatch
 from .diff import Change, diff_trees
 from .digest import Digest, check_prefix, short, to_hex
+from .entrykey import counts_as_file
 from .errors import EarshotError
 from .fsck import FsckReport, check_store
 from .gc import GcReport, collect_garbage
@@ -28,6 +29,13 @@ from .logs import get_logger
 from .lookup import lookup
 from .objects import ObjectStore, ObjectWriter
 from .paths import checkpoints_dir, data_home, real_root
+from .recording import (
+    ProgressFn,
+    ScanOptions,
+    ScanReport,
+    max_file_size_from_env,
+    touch_marker,
+)
 from .restage import relative_path, restage_paths
 from .restore import (
     DeleteRule,
@@ -36,15 +44,7 @@ from .restore import (
     keep_everything,
     plan_restore,
 )
-from .scan import (
-    ProgressFn,
-    Scanner,
-    ScanOptions,
-    ScanReport,
-    counts_as_file,
-    max_file_size_from_env,
-    touch_marker,
-)
+from .scan import Scanner
 from .snapshot import Snapshot
 from .stats import StoreStats, store_stats
 from .tree import Kind

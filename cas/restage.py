@@ -23,17 +23,11 @@ from collections.abc import Iterable
 from pathlib import PurePosixPath
 
 from .digest import Digest
+from .entrykey import counts_as_file, entry_from_key
 from .errors import EarshotError
 from .ignore import SPARSE, IgnoreRules
-from .scan import (
-    MAX_DEPTH,
-    Scanner,
-    counts_as_file,
-    entry_from_key,
-    fsencode,
-    is_temp_name,
-    join,
-)
+from .recording import MAX_DEPTH, is_temp_name
+from .scan import Scanner, fsencode, join
 from .statcache import EntryKey, load_record
 from .tree import Kind, TreeEntry
 

@@ -17,20 +17,34 @@ small files was slower than a plain loop here (docs/FACTS.md).
 from __future__ import annotations
 
 import os
-import re
 import stat
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .digest import Digest, blob_digest
-from .errors import EarshotError
+from .entrykey import (
+    FLAG_BUILD,
+    FLAG_DIR_KEPT,
+    FLAG_DIR_NORMAL,
+    FLAG_DIR_SPARSE,
+    FLAG_IGNORED,
+    K_DIR,
+    K_FILE,
+    K_SYMLINK,
+    K_UNRECORDED,
+    V_GIT,
+    V_GIT_TRACKED,
+    V_NOT,
+    V_OWN,
+    V_TRACKED,
+    entry_from_key,
+    is_dir_key,
+    unrecorded_key,
+    verdict_of,
+)
 from .ignore import BY_EARSHOT, KEPT, NOT_IGNORED, SPARSE, IgnoreRules
 from .keep import (
     MAGIC_BYTES,
     Budget,
-    KeepIgnored,
     Lift,
     OverBudget,
     is_build_output,
@@ -39,20 +53,16 @@ from .keep import (
 )
 from .mounts import MountTable
 from .objects import ObjectWriter
+from .recording import (
+    MAX_DEPTH,
+    ProgressFn,
+    ScanOptions,
+    ScanReport,
+    is_temp_name,
+    touch_marker,
+)
 from .statcache import SMUDGED, DirRecord, EntryKey, StoredPaths, load_record, store_record
-from .tree import Ident, Kind, TreeEntry, Unrecorded
-
-TEMP_PREFIX = ".earshot-tmp-"
-#: A temp file earshot writes before a rename: the prefix, a tag (an intent's
-#: id, or ``w`` + pid) and a suffix. Only such a name is skipped by a scan: a
-#: person's ``.earshot-tmp-notes`` is recorded like any file.
-_TEMP_NAME = re.compile(r"\.earshot-tmp-(?:[0-9a-f]+-[0-9a-f]{8}|w[0-9]+)-[0-9a-f]+")
-
-
-def is_temp_name(name: str) -> bool:
-    """Whether ``name`` is one of earshot's own temp files (see ``_TEMP_NAME``)."""
-    return name.startswith(TEMP_PREFIX) and _TEMP_NAME.fullmatch(name) is not None
-
+from .tree import Unrecorded
 
 #: The names whose presence in a listing changes the ignore rules below it
 #: (``.git``: a nested repository, judged by its own rules and index).
@@ -60,101 +70,9 @@ IGNORE_FILES = (".gitignore", ".earshotignore", ".git")
 #: Stored for a directory that depended on a git index too recently written
 #: to trust its stat: it never matches, so the next scan judges again.
 RACY_INDEX = b"racy"
-DEFAULT_MAX_FILE_SIZE = 64 << 20
-#: Directory levels recorded below the root. A deeper directory is kept as
-#: unrecorded (``Unrecorded.TOO_DEEP``): never walked, so never deleted or
-#: overwritten by a restore or an undo. Every walk over trees recurses a few
-#: frames a level; 128 levels stay far inside Python's recursion limit, and
-#: far beyond real trees (the kernel's deepest file is 11 levels down).
-MAX_DEPTH = 128
-#: Entries modified this close to the scan start are not trusted next time.
-DEFAULT_RACY_MARGIN_NS = 2_000_000_000
 _S_IFREG = stat.S_IFREG
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _RETRIES = 3
-
-ProgressFn = Callable[[int], None]
-
-# Plain ints in cache keys: marshal stores no enum members.
-_FILE, _SYMLINK, _DIR, _UNRECORDED = (
-    int(k) for k in (Kind.FILE, Kind.SYMLINK, Kind.DIR, Kind.UNRECORDED)
-)
-#: The last field of a cache key. For an unrecorded entry: its reason, with
-#: ``_ON_DIR`` when it is a directory. For a file or link: ``_IGNORED`` when
-#: ignored and kept. For a directory: how its entries were judged (below an
-#: ignored directory, kept or sparse), so a cached name keeps its verdict.
-_ON_DIR = 0x40
-_IGNORED = 1
-_DIR_KEPT, _DIR_SPARSE = 1, 2
-#: A name's verdict, for the entry at hand: not ignored, ignored by git's
-#: rules, excluded by ``.earshotignore``; for an ignored directory that holds
-#: tracked paths, ignored but entered for them; for an ignored file the index
-#: tracks, recorded (its directory's record then depends on the index).
-_NOT, _GIT, _OWN, _GIT_TRACKED, _TRACKED = 0, 1, 2, 3, 4
-#: Unrecorded reasons that mean "ignored, existence only": not counted as files.
-EXISTENCE_ONLY = frozenset(
-    {Unrecorded.IGNORED, Unrecorded.CACHE, Unrecorded.EXCLUDED, Unrecorded.BUILD}
-)
-_EXISTENCE_ONLY = frozenset(int(r) for r in EXISTENCE_ONLY)
-
-
-ENV_MAX_FILE_SIZE = "EARSHOT_MAX_FILE_SIZE"
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-class BadSize(EarshotError):
-    def __init__(self, text: str) -> None:
-        super().__init__(f"{ENV_MAX_FILE_SIZE}={text!r} is not a size (e.g. 64M, 1G, 500000)")
-
-
-def max_file_size_from_env() -> int:
-    """The largest file recorded: $EARSHOT_MAX_FILE_SIZE (bytes, or with K/M/G), else 64 MiB."""
-    given = os.environ.get(ENV_MAX_FILE_SIZE, "").strip()
-    if not given:
-        return DEFAULT_MAX_FILE_SIZE
-    text = given.upper().removesuffix("B").removesuffix("I")
-    number, unit = (text[:-1], text[-1]) if text and text[-1] in "KMG" else (text, "")
-    try:
-        value = int(float(number) * _UNITS[unit])
-    except ValueError:
-        raise BadSize(given) from None
-    if value < 0:
-        raise BadSize(given)
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class ScanOptions:
-    """How to record a root."""
-
-    max_file_size: int = DEFAULT_MAX_FILE_SIZE
-    racy_margin_ns: int = DEFAULT_RACY_MARGIN_NS
-    #: Directories never recorded (earshot's data, when it lies inside the root).
-    exclude_dirs: frozenset[str] = frozenset()
-    #: What of the ignored is kept (``cas.keep``).
-    keep: KeepIgnored = field(default_factory=KeepIgnored)
-
-
-@dataclass(slots=True)
-class ScanReport:
-    """What a scan found besides the tree."""
-
-    files: int = 0
-    content_bytes: int = 0
-    #: Files whose content was read (the stat cache did not vouch for them).
-    files_read: int = 0
-    bytes_read: int = 0
-    #: Not recorded for a reason a person should hear of (too large, unreadable, ...).
-    unrecorded: list[tuple[str, Unrecorded]] = field(default_factory=list)
-    #: Ignored entries kept as existence only (``EXISTENCE_ONLY``), counted.
-    existence_only: int = 0
-    #: (path, reason) of what was not walked at all: special file systems.
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    #: Recorded regular files with other hard links: a write through a link
-    #: outside the root, or in a directory nothing watches, changes them
-    #: without an event on their own directory.
-    linked: list[str] = field(default_factory=list)
 
 
 def join(rel: str, name: str) -> str:
@@ -284,11 +202,11 @@ class Scanner:
                 is_dir = dirent.is_dir(follow_symlinks=False)
                 if is_dir and dirent.path in exclude:
                     continue
-                if same_rules and cached is not None and _is_dir_key(cached) == is_dir:
-                    verdict = _verdict_of(cached)
+                if same_rules and cached is not None and is_dir_key(cached) == is_dir:
+                    verdict = verdict_of(cached)
                 else:
                     verdict = self.judge(rules, join(rel, name), is_dir)
-                judged |= verdict != _NOT or rules.mode is not None
+                judged |= verdict != V_NOT or rules.mode is not None
                 st = dirent.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # vanished mid-scan: it is simply not there
@@ -301,7 +219,7 @@ class Scanner:
         )
 
     def judge(self, rules: IgnoreRules, rel: str, is_dir: bool) -> int:
-        """A name's verdict (``_NOT``, ``_GIT``, ``_OWN``, ``_GIT_TRACKED``, ``_TRACKED``).
+        """A name's verdict (``V_NOT``, ``V_GIT``, ``V_OWN``, ``V_GIT_TRACKED``, ``V_TRACKED``).
 
         git applies no pattern to a path in its index: a tracked file is
         recorded whatever the rules say, and an ignored directory holding
@@ -309,10 +227,10 @@ class Scanner:
         """
         verdict = rules.verdict(rel, is_dir)
         if verdict == NOT_IGNORED:
-            return _NOT
+            return V_NOT
         if rules.tracks(rel, is_dir):
-            return _GIT_TRACKED if is_dir else _TRACKED
-        return _OWN if verdict == BY_EARSHOT else _GIT
+            return V_GIT_TRACKED if is_dir else V_TRACKED
+        return V_OWN if verdict == BY_EARSHOT else V_GIT
 
     def _index_tag(self, rules: IgnoreRules) -> bytes:
         """The index identity to store: never one written too close to the scan to trust."""
@@ -331,7 +249,7 @@ class Scanner:
                 st = lstat(full)
             except FileNotFoundError:
                 return None  # the listing changed after all: read it
-            key = self._visit(full, rel, name, st, cached, rules, _verdict_of(cached))
+            key = self._visit(full, rel, name, st, cached, rules, verdict_of(cached))
             if key is not None:
                 new[name] = key
         return self._finish_dir(
@@ -358,13 +276,13 @@ class Scanner:
         # The hot path, inlined: a regular file the stat cache vouches for.
         if (
             cached is not None
-            and cached[0] == _FILE
+            and cached[0] == K_FILE
             and cached[3] == st.st_mtime_ns
             and cached[2] == st.st_size
             and cached[4] == st.st_ctime_ns
             and cached[5] == st.st_ino
             and st.st_mode == _S_IFREG | cached[1]
-            and cached[7] == (verdict == _GIT)
+            and cached[7] == (verdict == V_GIT)
         ):
             # No size check: a file over the limit is cached as a file only
             # when it was recorded past it (an agent's write named it), and
@@ -424,7 +342,7 @@ class Scanner:
         st: os.stat_result,
         cached: EntryKey | None,
         rules: IgnoreRules,
-        verdict: int = _NOT,
+        verdict: int = V_NOT,
     ) -> EntryKey | None:
         """The cache key of one entry, read or judged as its verdict says.
 
@@ -436,7 +354,7 @@ class Scanner:
         """
         mode = st.st_mode
         perm = stat.S_IMODE(mode)
-        if verdict == _OWN and rel not in self.unlimited:
+        if verdict == V_OWN and rel not in self.unlimited:
             return self._existence(rel, st, Unrecorded.EXCLUDED)
         if self.lift is not None and (self._lifting or rel in self.lifted):
             lifted = self._lifted(path, rel, st, rules, verdict)
@@ -456,11 +374,11 @@ class Scanner:
                 if special is not None:
                     # Kept in the tree as unrecorded: a restore never writes into it.
                     self.report.skipped.append((rel, f"special file system ({special})"))
-                    return _unrecorded_key(st, 0, Unrecorded.SPECIAL)
-            if verdict in (_GIT, _GIT_TRACKED) or rules.mode is not None:
+                    return unrecorded_key(st, 0, Unrecorded.SPECIAL)
+            if verdict in (V_GIT, V_GIT_TRACKED) or rules.mode is not None:
                 return self._ignored_dir(path, rel, st, cached, rules, verdict)
-            return self._dir(path, rel, st, rules, _DIR_NORMAL_FLAG)
-        kept = verdict == _GIT
+            return self._dir(path, rel, st, rules, FLAG_DIR_NORMAL)
+        kept = verdict == V_GIT
         if kept and rel not in self.unlimited:
             # An ignored file or link, not tracked: its content is kept only
             # within the limits, and never in sparse mode.
@@ -482,8 +400,8 @@ class Scanner:
         if (
             kept
             and cached is not None
-            and cached[7] == _BUILD
-            and cached[0] == _UNRECORDED
+            and cached[7] == FLAG_BUILD
+            and cached[0] == K_UNRECORDED
             and cached[2:6] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
         ):
             self.report.existence_only += 1
@@ -492,10 +410,10 @@ class Scanner:
         self.report.content_bytes += st.st_size
         if st.st_size > self.options.max_file_size and rel not in self.unlimited:
             return self._unrecorded(rel, st, st.st_size, Unrecorded.TOO_LARGE)
-        flag = _IGNORED if kept else 0
+        flag = FLAG_IGNORED if kept else 0
         if (
             cached is not None
-            and cached[0] == _FILE
+            and cached[0] == K_FILE
             and cached[1] == perm
             and cached[2] == st.st_size
             and cached[3] == st.st_mtime_ns
@@ -513,7 +431,7 @@ class Scanner:
         the lift lasts; None: judged as any other (a cache, a special file, no lift left)."""
         assert self.lift is not None
         mode = st.st_mode
-        ignored = verdict in (_GIT, _GIT_TRACKED) or rules.mode is not None
+        ignored = verdict in (V_GIT, V_GIT_TRACKED) or rules.mode is not None
         if stat.S_ISDIR(mode):
             if ignored and is_cache(path, path.rpartition("/")[2]):
                 return None
@@ -521,14 +439,14 @@ class Scanner:
             lifting, budget = self._lifting, self._budget
             self._lifting, self._budget = True, None
             try:
-                return self._dir(path, rel, st, inner, _DIR_KEPT if ignored else 0)
+                return self._dir(path, rel, st, inner, FLAG_DIR_KEPT if ignored else 0)
             finally:
                 self._lifting, self._budget = lifting, budget
         if not stat.S_ISREG(mode) or not self.lift.take(st.st_size):
             return None
         self.report.files += 1
         self.report.content_bytes += st.st_size
-        return self._hash_file(path, rel, st, _IGNORED if verdict == _GIT else 0)
+        return self._hash_file(path, rel, st, FLAG_IGNORED if verdict == V_GIT else 0)
 
     def _dir(
         self, path: str, rel: str, st: os.stat_result, inner: IgnoreRules, flag: int
@@ -545,7 +463,7 @@ class Scanner:
             return None
         finally:
             self._dev = outer
-        return (_DIR, perm, 0, 0, 0, 0, digest, flag)
+        return (K_DIR, perm, 0, 0, 0, 0, digest, flag)
 
     def _ignored_dir(
         self,
@@ -566,22 +484,22 @@ class Scanner:
         a directory holding some is walked sparse, for them.
         """
         keep = self.options.keep
-        tracked = verdict == _GIT_TRACKED
+        tracked = verdict == V_GIT_TRACKED
         cache = is_cache(path, path.rpartition("/")[2])
         if rules.mode == SPARSE or not keep.enabled or cache:
             if tracked:
-                return self._dir(path, rel, st, rules.below_ignored(SPARSE), _DIR_SPARSE)
+                return self._dir(path, rel, st, rules.below_ignored(SPARSE), FLAG_DIR_SPARSE)
             return self._existence(rel, st, Unrecorded.CACHE if cache else Unrecorded.IGNORED)
         if rules.mode == KEPT:  # inside a kept directory: its budget goes on
-            return self._dir(path, rel, st, rules.below_ignored(KEPT), _DIR_KEPT)
-        ident = _unrecorded_key(st, 0, Unrecorded.IGNORED)
-        was_kept = cached is not None and cached[0] == _DIR and cached[7] == _DIR_KEPT
+            return self._dir(path, rel, st, rules.below_ignored(KEPT), FLAG_DIR_KEPT)
+        ident = unrecorded_key(st, 0, Unrecorded.IGNORED)
+        was_kept = cached is not None and cached[0] == K_DIR and cached[7] == FLAG_DIR_KEPT
         stayed_over = cached is not None and cached[:6] == ident[:6] and cached[7] == ident[7]
         if not was_kept and (stayed_over or not within_budget(path, keep)):
             return self._over_budget(path, rel, st, rules, tracked)
         self._budget = Budget(keep)
         try:
-            return self._dir(path, rel, st, rules.below_ignored(KEPT), _DIR_KEPT)
+            return self._dir(path, rel, st, rules.below_ignored(KEPT), FLAG_DIR_KEPT)
         except OverBudget:
             return self._over_budget(path, rel, st, rules, tracked)
         finally:
@@ -591,7 +509,7 @@ class Scanner:
         self, path: str, rel: str, st: os.stat_result, rules: IgnoreRules, tracked: bool
     ) -> EntryKey | None:
         if tracked:
-            return self._dir(path, rel, st, rules.below_ignored(SPARSE), _DIR_SPARSE)
+            return self._dir(path, rel, st, rules.below_ignored(SPARSE), FLAG_DIR_SPARSE)
         return self._existence(rel, st, Unrecorded.IGNORED)
 
     def _hash_file(self, path: str, rel: str, st: os.stat_result, flag: int = 0) -> EntryKey | None:
@@ -609,7 +527,7 @@ class Scanner:
                 before = os.fstat(fd)
                 if not stat.S_ISREG(before.st_mode):
                     return None
-                if flag == _IGNORED and is_build_output(
+                if flag == FLAG_IGNORED and is_build_output(
                     path.rpartition("/")[2], os.pread(fd, MAGIC_BYTES, 0)
                 ):
                     self.report.files -= 1  # counted as a file before it was looked at
@@ -630,13 +548,13 @@ class Scanner:
                 return self._file_key(before, perm, digest, flag)
             st = after
         self.report.warnings.append(f"{rel}: kept changing while being read; recorded, not cached")
-        return (_FILE, perm, after.st_size, SMUDGED, 0, 0, digest, flag)
+        return (K_FILE, perm, after.st_size, SMUDGED, 0, 0, digest, flag)
 
     def _file_key(self, st: os.stat_result, perm: int, digest: Digest, flag: int) -> EntryKey:
         mtime = st.st_mtime_ns
         if mtime >= self.trust_before_ns or st.st_ctime_ns >= self.trust_before_ns:
             mtime = SMUDGED  # racy: hash again next time
-        return (_FILE, perm, st.st_size, mtime, st.st_ctime_ns, st.st_ino, digest, flag)
+        return (K_FILE, perm, st.st_size, mtime, st.st_ctime_ns, st.st_ino, digest, flag)
 
     def _symlink(
         self, path: str, rel: str, st: os.stat_result, perm: int, kept: bool = False
@@ -651,92 +569,19 @@ class Scanner:
         digest = blob_digest(target)
         if not self.writer.has(digest):
             self.writer.put_blob(target)
-        return (_SYMLINK, perm, len(target), 0, 0, 0, digest, _IGNORED if kept else 0)
+        return (K_SYMLINK, perm, len(target), 0, 0, 0, digest, FLAG_IGNORED if kept else 0)
 
     def _unrecorded(self, rel: str, st: os.stat_result, size: int, why: Unrecorded) -> EntryKey:
         self.report.unrecorded.append((rel, why))
-        return _unrecorded_key(st, size, why)
+        return unrecorded_key(st, size, why)
 
     def _existence(self, rel: str, st: os.stat_result, why: Unrecorded) -> EntryKey:
         """An ignored entry kept as existence only: its identity, never its content."""
         self.report.existence_only += 1
         size = st.st_size if stat.S_ISREG(st.st_mode) else 0
-        return _unrecorded_key(st, size, why)
-
-
-_DIR_NORMAL_FLAG = 0
-_BUILD = int(Unrecorded.BUILD)
-
-
-def _unrecorded_key(st: os.stat_result, size: int, why: Unrecorded) -> EntryKey:
-    """The cache key of an unrecorded entry, with its identity (inode; a file's mtime)."""
-    on_dir = stat.S_ISDIR(st.st_mode)
-    return (
-        _UNRECORDED,
-        stat.S_IMODE(st.st_mode),
-        size,
-        st.st_mtime_ns,
-        st.st_ctime_ns,
-        st.st_ino,
-        None,
-        int(why) | (_ON_DIR if on_dir else 0),
-    )
-
-
-def _is_dir_key(key: EntryKey) -> bool:
-    """Whether a cache key is of a directory (an unrecorded one included)."""
-    return key[0] == _DIR or (key[0] == _UNRECORDED and bool(key[7] & _ON_DIR))
-
-
-def _verdict_of(key: EntryKey) -> int:
-    """The verdict a cached key was recorded under (the same rules apply still)."""
-    kind, flag = key[0], key[7]
-    if kind == _UNRECORDED:
-        reason = flag & ~_ON_DIR
-        if reason == Unrecorded.EXCLUDED:
-            return _OWN
-        return _GIT if reason in _EXISTENCE_ONLY else _NOT
-    if kind == _DIR:
-        return _GIT if flag == _DIR_KEPT else _GIT_TRACKED if flag == _DIR_SPARSE else _NOT
-    return _GIT if flag == _IGNORED else _NOT
-
-
-def counts_as_file(entry: TreeEntry) -> bool:
-    """Whether an entry counts among a tree's files: recorded, or a file whose
-    content was not read (too large, unreadable); not what is kept as
-    existence only, nor a special file or directory."""
-    if entry.kind is Kind.FILE:
-        return True
-    if entry.kind is not Kind.UNRECORDED:
-        return False
-    if entry.ident is not None and entry.ident.is_dir:
-        return False
-    return entry.reason in (Unrecorded.TOO_LARGE, Unrecorded.UNREADABLE)
+        return unrecorded_key(st, size, why)
 
 
 def _same_index(record: DirRecord, rules: IgnoreRules) -> bool:
     """Whether the index a record depended on (if any) is the one on disk now."""
     return not record.index_tag or record.index_tag == rules.index_identity()[0]
-
-
-def entry_from_key(name: bytes, key: EntryKey) -> TreeEntry:
-    kind = Kind(key[0])
-    if kind is Kind.UNRECORDED:
-        on_dir = bool(key[7] & _ON_DIR)
-        # A key cached before identities were kept (no inode) gives none.
-        ident = Ident(key[5], 0 if on_dir else key[3], on_dir) if key[5] else None
-        return TreeEntry(name, kind, key[1], key[2], None, Unrecorded(key[7] & ~_ON_DIR), ident)
-    assert key[6] is not None
-    return TreeEntry(name, kind, key[1], key[2], Digest(key[6]))
-
-
-def touch_marker(marker: Path) -> int:
-    """Write the marker file and return its mtime: the scan's own time stamp.
-
-    The file system's clock, not ``time.time()``: it is the clock file mtimes
-    are compared against.
-    """
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    with open(marker, "wb") as handle:
-        handle.write(str(time.time_ns()).encode())
-    return os.stat(marker).st_mtime_ns

@@ -150,7 +150,7 @@ MUTANTS = [
         "tests/agent/core/test_crash.py -k damaged_intent",
     ),
     (
-        "cas/scan.py",
+        "cas/recording.py",
         "    return name.startswith(TEMP_PREFIX) and _TEMP_NAME.fullmatch(name) is not None",
         "    return name.startswith(TEMP_PREFIX)",
         "tests/cas/test_scan.py -k temp_files",

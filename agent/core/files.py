@@ -32,8 +32,8 @@ from earshot.agent.core.calls import Bash, Call, ReadFile
 from earshot.cas import faults
 from earshot.cas.dirfd import DirHandles, UnsafePath
 from earshot.cas.errors import EarshotError
+from earshot.cas.recording import MAX_DEPTH, TEMP_PREFIX
 from earshot.cas.restage import PathOutsideRoot, relative_path
-from earshot.cas.scan import MAX_DEPTH, TEMP_PREFIX
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.

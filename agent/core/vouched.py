@@ -21,7 +21,7 @@ from earshot.agent.core.tracker import ChangeTracker
 from earshot.cas.digest import Digest
 from earshot.cas.logs import get_logger
 from earshot.cas.project import Project, Recorded
-from earshot.cas.scan import ProgressFn
+from earshot.cas.recording import ProgressFn
 
 log = get_logger("earshot.agent")
 

@@ -21,16 +21,17 @@ exclude file, and:
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from earshot.cas.gitindex import BadIndex, read_index
-from earshot.cas.gitrepo import GitRepo
+from watchdog.observers.inotify_c import CallbackId, WatchDescriptor
 
-#: What the watcher does about a change in a git dir: the rules of a work
-#: tree changed (its top, root-relative), or these root-relative paths
-#: changed whether they are tracked; None: nothing to do.
-RULES, TRACKED = "rules", "tracked"
+from earshot.agent.watch.tree import GIT_MASK, WatchTree
+from earshot.cas.gitindex import BadIndex, read_index
+from earshot.cas.gitrepo import GitRepo, enclosing_repo, repo_at
+from earshot.cas.ignore import NOT_IGNORED
 
 
 @dataclass(slots=True)
@@ -74,23 +75,100 @@ class Followed:
         return out
 
 
-class GitFiles:
-    """The repositories followed, by the directories watched for them."""
+class GitFollower:
+    """The repositories followed, by the directories watched for them, and what a
+    change there means to the watch tree (under the watcher's lock)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, root: str, note: Callable[[str], None], gap: Callable[[str, str], None]
+    ) -> None:
+        self.root = root
+        self.note = note
+        self.gap = gap
+        self.tree: WatchTree | None = None
         self.by_top: dict[str, Followed] = {}
         self.by_wd: dict[int, list[tuple[str, Followed]]] = {}
 
-    def add(self, followed: Followed, wd: int, cid: int, name: str) -> None:
-        """``wd`` watches the directory holding ``name`` (``index`` or ``exclude``) of it."""
-        self.by_wd.setdefault(wd, []).append((name, followed))
-        followed.watches.append((wd, cid))
+    def follow(self, rel: str) -> None:
+        """Follow the index and ``info/exclude`` of the repository whose top is ``rel``
+        ("": the one holding the root, which may lie above it)."""
+        tree = self.tree
+        if tree is None or rel in self.by_top:
+            return
+        top = os.path.join(self.root, rel) if rel else self.root
+        repo = repo_at(top) if rel else enclosing_repo(self.root)
+        if repo is None:
+            return
+        inside = "" if rel or repo.top == self.root else os.path.relpath(self.root, repo.top)
+        followed = Followed(repo, rel, inside)
+        followed.tracked = followed.read()
+        self.by_top[rel] = followed
+        for directory, name in (
+            (os.path.dirname(repo.index_path), "index"),
+            (os.path.dirname(repo.exclude_path), "exclude"),
+        ):
+            if name == "exclude" and inside:
+                continue  # its patterns are anchored above the root: never read
+            with contextlib.suppress(OSError):
+                wd, cid = tree.add_watch(directory, GIT_MASK)
+                if wd >= 0:
+                    self.by_wd.setdefault(wd, []).append((name, followed))
+                    followed.watches.append((wd, cid))
+
+    def unfollow(self, rel: str) -> None:
+        """A directory went away: the repositories at or below it are not followed."""
+        freed = self._drop(rel)
+        if freed and self.tree is not None:
+            with contextlib.suppress(OSError, KeyError):
+                self.tree.fd.remove_callbacks(
+                    [(WatchDescriptor(wd), CallbackId(cid)) for wd, cid in freed]
+                )
 
     def forget_wd(self, wd: int) -> list[Followed]:
         """A watched git directory went away: the repositories that used it."""
         return [followed for _, followed in self.by_wd.pop(wd, [])]
 
-    def drop(self, top: str) -> list[tuple[int, int]]:
+    def changed(self, wd: int, name: str) -> None:
+        """A file changed in a followed repository's git dir or info dir."""
+        tree = self.tree
+        if tree is None:
+            return
+        kind = "exclude" if name == "exclude" else "index"
+        for followed in [f for watched, f in self.by_wd.get(wd, []) if watched == kind]:
+            if name == "exclude":
+                if followed.at == "":
+                    self.gap("rules", "the repository's info/exclude changed")
+                    tree.rewalk("")
+                else:
+                    tree.rewalk(followed.at)
+                    self.note(followed.at)  # scanned whole, under its new rules
+            elif name == "index":
+                paths = followed.changed()
+                if paths is None:
+                    self.gap("index", f"the git index of {followed.repo.top} cannot be read")
+                    continue
+                for path in paths:
+                    self._tracked_changed(tree, path)
+
+    def _tracked_changed(self, tree: WatchTree, rel: str) -> None:
+        """``rel`` became tracked or stopped being: what is watched around it is
+        decided again (an ignored directory is walked for what git tracks in it),
+        and the next restage judges it again."""
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            ancestor = "/".join(parts[:depth])
+            holder = tree.by_rel.get("/".join(parts[: depth - 1]))
+            # Only an ignored directory's watch depends on the index: the
+            # shallowest one on the way (or one not watched at all) is judged again.
+            if holder is None or tree.dirs[holder].top_only:
+                tree.rewalk("/".join(parts[: depth - 1]))
+                break
+            if tree.dirs[holder].rules.verdict(ancestor, True) != NOT_IGNORED:
+                tree.rewalk(ancestor)
+                break
+        self.note(rel)
+
+    def _drop(self, top: str) -> list[tuple[int, int]]:
         """Stop following the repository at ``top`` (and nested ones below it); the
         watches (descriptor, callback id) put for them, to remove."""
         gone = [t for t in self.by_top if t == top or (top and t.startswith(f"{top}/"))]
@@ -105,7 +183,3 @@ class GitFiles:
                     self.by_wd.pop(wd, None)
                 freed.append((wd, cid))
         return freed
-
-    def event(self, wd: int, name: str) -> list[Followed]:
-        """The repositories a change of ``name`` in the directory ``wd`` concerns."""
-        return [followed for watched, followed in self.by_wd.get(wd, []) if watched == name]

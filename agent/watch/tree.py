@@ -32,7 +32,7 @@ from watchdog.observers.inotify_c import (
 
 from earshot.cas.ignore import IgnoreRules
 from earshot.cas.keep import KeepIgnored, subdir_rules
-from earshot.cas.scan import is_temp_name
+from earshot.cas.recording import is_temp_name
 
 _C = InotifyConstants
 _CHANGE = _C.IN_MODIFY | _C.IN_ATTRIB | _C.IN_MOVE | _C.IN_CREATE | _C.IN_DELETE

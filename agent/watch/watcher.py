@@ -36,18 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from watchdog.observers.inotify_c import (
-    CallbackId,
     InotifyConstants,
     InotifyEvent,
     InotifyFD,
     WatchDescriptor,
 )
 
-from earshot.agent.watch.gitwatch import Followed, GitFiles
+from earshot.agent.watch.gitwatch import GitFollower
 from earshot.agent.watch.mounts import MountWatch
 from earshot.agent.watch.tree import (
     COOKIE_MASK,
-    GIT_MASK,
     SELF_EVENTS,
     GiveUp,
     WatchedDir,
@@ -58,8 +56,6 @@ from earshot.agent.watch.tree import (
     own_dirs,
     skipped,
 )
-from earshot.cas.gitrepo import enclosing_repo, repo_at
-from earshot.cas.ignore import NOT_IGNORED
 from earshot.cas.keep import KeepIgnored
 from earshot.cas.logs import get_logger
 
@@ -126,7 +122,7 @@ class Watcher:
         self.fstype: str | None = None
         self._mounts: MountWatch | None = None
         #: The repositories whose index and info/exclude are followed (``gitwatch``).
-        self._git = GitFiles()
+        self._git = GitFollower(self.root, self._note, self._gap)
 
     # -- life ---------------------------------------------------------------
 
@@ -146,10 +142,11 @@ class Watcher:
         # Before the walk: a mount that comes or goes while it runs is a gap.
         self._mounts = MountWatch(self.root, self._mounts_changed, self._mounts_lost).start()
         with self._lock:
-            self._tree = WatchTree(self.root, fd, self, self.exclude, self.keep, self._follow)
+            self._tree = WatchTree(self.root, fd, self, self.exclude, self.keep, self._git.follow)
+            self._git.tree = self._tree
             try:
                 self._watch_cookies()
-                self._follow("")
+                self._git.follow("")
                 self._tree.walk(self.root, "", None)
             except GiveUp as stop:
                 self._give_up(str(stop))
@@ -281,7 +278,7 @@ class Watcher:
                 return
             if wd in self._git.by_wd:
                 for followed in self._git.forget_wd(wd):
-                    self._unfollow(followed.at)
+                    self._git.unfollow(followed.at)
                 self._gap("rules", "a repository's git directory went away")
                 return
             gone = self._tree.forget(wd) if self._tree else None
@@ -312,7 +309,7 @@ class Watcher:
                 waiter.set()
             return
         if wd in self._git.by_wd:
-            self._git_changed(wd, os.fsdecode(event.name))
+            self._git.changed(wd, os.fsdecode(event.name))
             return
         self._events += 1
         if mask & _C.IN_UNMOUNT:
@@ -345,7 +342,7 @@ class Watcher:
                 return
             if mask & (_C.IN_MOVED_FROM | _C.IN_DELETE):
                 tree.unwatch(rel)
-                self._unfollow(rel)
+                self._git.unfollow(rel)
             elif mask & (_C.IN_CREATE | _C.IN_MOVED_TO) or rel not in tree.by_rel:
                 tree.walk(path, rel, here.rules, relist=False)
         self._note(rel)
@@ -427,79 +424,6 @@ class Watcher:
         if key not in self._said:
             self._said.add(key)
             log.warning("watcher gap", root=self.root, reason=reason)
-
-    def _follow(self, rel: str) -> None:
-        """Follow the index and ``info/exclude`` of the repository whose top is ``rel``
-        ("": the one holding the root, which may lie above it) (``gitwatch``)."""
-        tree = self._tree
-        if tree is None or rel in self._git.by_top:
-            return
-        top = os.path.join(self.root, rel) if rel else self.root
-        repo = repo_at(top) if rel else enclosing_repo(self.root)
-        if repo is None:
-            return
-        inside = "" if rel or repo.top == self.root else os.path.relpath(self.root, repo.top)
-        followed = Followed(repo, rel, inside)
-        followed.tracked = followed.read()
-        self._git.by_top[rel] = followed
-        for directory, name in (
-            (os.path.dirname(repo.index_path), "index"),
-            (os.path.dirname(repo.exclude_path), "exclude"),
-        ):
-            if name == "exclude" and inside:
-                continue  # its patterns are anchored above the root: never read
-            with contextlib.suppress(OSError):
-                wd, cid = tree.add_watch(directory, GIT_MASK)
-                if wd >= 0:
-                    self._git.add(followed, wd, cid, name)
-
-    def _unfollow(self, rel: str) -> None:
-        """A directory went away: the repositories at or below it are not followed."""
-        freed = self._git.drop(rel)
-        if freed and self._tree is not None:
-            with contextlib.suppress(OSError, KeyError):
-                self._tree.fd.remove_callbacks(
-                    [(WatchDescriptor(wd), CallbackId(cid)) for wd, cid in freed]
-                )
-
-    def _git_changed(self, wd: int, name: str) -> None:
-        """A file changed in a followed repository's git dir or info dir."""
-        tree = self._tree
-        if tree is None:
-            return
-        for followed in self._git.event(wd, "exclude" if name == "exclude" else "index"):
-            if name == "exclude":
-                if followed.at == "":
-                    self._gap("rules", "the repository's info/exclude changed")
-                    tree.rewalk("")
-                else:
-                    tree.rewalk(followed.at)
-                    self._note(followed.at)  # scanned whole, under its new rules
-            elif name == "index":
-                changed = followed.changed()
-                if changed is None:
-                    self._gap("index", f"the git index of {followed.repo.top} cannot be read")
-                    continue
-                for path in changed:
-                    self._tracked_changed(tree, path)
-
-    def _tracked_changed(self, tree: WatchTree, rel: str) -> None:
-        """``rel`` became tracked or stopped being: what is watched around it is
-        decided again (an ignored directory is walked for what git tracks in it),
-        and the next restage judges it again."""
-        parts = rel.split("/")
-        for depth in range(1, len(parts)):
-            ancestor = "/".join(parts[:depth])
-            holder = tree.by_rel.get("/".join(parts[: depth - 1]))
-            # Only an ignored directory's watch depends on the index: the
-            # shallowest one on the way (or one not watched at all) is judged again.
-            if holder is None or tree.dirs[holder].top_only:
-                tree.rewalk("/".join(parts[: depth - 1]))
-                break
-            if tree.dirs[holder].rules.verdict(ancestor, True) != NOT_IGNORED:
-                tree.rewalk(ancestor)
-                break
-        self._note(rel)
 
     def _watch_cookies(self) -> None:
         assert self._tree is not None

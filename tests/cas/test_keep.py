@@ -19,7 +19,8 @@ from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.keep import CACHEDIR_SIGNATURE, BadSetting, KeepIgnored
 from earshot.cas.objects import ObjectStore
 from earshot.cas.project import Project
-from earshot.cas.scan import Scanner, ScanOptions, ScanReport
+from earshot.cas.recording import ScanOptions, ScanReport
+from earshot.cas.scan import Scanner
 from earshot.cas.tree import Kind, TreeEntry, Unrecorded
 
 Git = Callable[..., str]
@@ -331,3 +332,24 @@ def test_a_bad_limit_is_refused_in_words(
     monkeypatch.setenv(name, value)
     with pytest.raises(BadSetting, match=name):
         KeepIgnored.from_env()
+
+
+def test_a_cache_is_never_listed_however_large(
+    store: ObjectStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put(root, ".gitignore", b"node_modules/\n")
+    for i in range(300):
+        put(root, f"node_modules/pkg{i}/node_modules/dep/index.js", b"module.exports = 1\n")
+    put(root, "app.js", b"require('pkg1')\n")
+    listed: list[str] = []
+    real = os.scandir
+
+    def recording(path: str) -> object:
+        listed.append(os.fsdecode(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", recording)
+    entries, report = scan(store, root, KeepIgnored())
+    assert existence(entries["node_modules"]) is Unrecorded.CACHE
+    assert not any("node_modules" in p for p in listed)
+    assert (report.files, report.existence_only) == (2, 1)

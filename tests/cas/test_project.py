@@ -25,8 +25,8 @@ from earshot.cas.diff import diff_trees
 from earshot.cas.digest import BadDigest, Digest, to_hex, tree_digest
 from earshot.cas.objects import ObjectType
 from earshot.cas.project import AmbiguousId, NoSuchSnapshot, NotADirectory, Project
+from earshot.cas.recording import TEMP_PREFIX, ScanOptions
 from earshot.cas.restore import delete_everything, keep_everything
-from earshot.cas.scan import TEMP_PREFIX, ScanOptions
 from earshot.cas.snapshot import Snapshot
 from earshot.cas.tree import MAGIC, CorruptTree, Kind, TreeEntry, Unrecorded
 from earshot.cas.varint import encode_uvarint

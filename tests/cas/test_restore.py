@@ -22,13 +22,13 @@ from earshot.cas.apply import (
 from earshot.cas.backend import MemoryBackend
 from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.objects import MissingObject, ObjectStore
+from earshot.cas.recording import TEMP_PREFIX
 from earshot.cas.restore import (
     RestorePlan,
     delete_everything,
     keep_everything,
     plan_restore,
 )
-from earshot.cas.scan import TEMP_PREFIX
 from earshot.cas.tree import MAGIC, CorruptTree, Kind, TreeEntry
 from earshot.cas.varint import encode_uvarint
 

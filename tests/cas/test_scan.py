@@ -14,7 +14,8 @@ import pytest
 from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.keep import KeepIgnored
 from earshot.cas.objects import Location, ObjectStore
-from earshot.cas.scan import TEMP_PREFIX, Scanner, ScanOptions, ScanReport
+from earshot.cas.recording import TEMP_PREFIX, ScanOptions, ScanReport
+from earshot.cas.scan import Scanner
 from earshot.cas.statcache import SMUDGED, load_record
 from earshot.cas.tree import Ident, Kind, TreeEntry, Unrecorded
 
@@ -521,7 +522,7 @@ def test_scan_records_modes_of_files_with_special_bits(store: ObjectStore, root:
 def test_max_file_size_comes_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, text: str, expected: int
 ) -> None:
-    from earshot.cas.scan import max_file_size_from_env
+    from earshot.cas.recording import max_file_size_from_env
 
     monkeypatch.setenv("EARSHOT_MAX_FILE_SIZE", text)
     assert max_file_size_from_env() == expected
@@ -531,7 +532,7 @@ def test_max_file_size_comes_from_the_environment(
 def test_a_bad_max_file_size_is_a_clear_error_naming_what_was_given(
     monkeypatch: pytest.MonkeyPatch, text: str
 ) -> None:
-    from earshot.cas.scan import BadSize, max_file_size_from_env
+    from earshot.cas.recording import BadSize, max_file_size_from_env
 
     monkeypatch.setenv("EARSHOT_MAX_FILE_SIZE", text)
     with pytest.raises(BadSize, match=f"EARSHOT_MAX_FILE_SIZE={text!r}"):

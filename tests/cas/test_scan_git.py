@@ -20,10 +20,12 @@ import pytest
 from earshot.cas import gitindex
 from earshot.cas.diff import diff_trees
 from earshot.cas.digest import Digest
+from earshot.cas.entrykey import EXISTENCE_ONLY
 from earshot.cas.keep import KeepIgnored
 from earshot.cas.project import Project
+from earshot.cas.recording import ScanOptions
 from earshot.cas.restore import delete_everything
-from earshot.cas.scan import EXISTENCE_ONLY, RACY_INDEX, ScanOptions
+from earshot.cas.scan import RACY_INDEX
 from earshot.cas.statcache import load_record
 from earshot.cas.tree import Kind
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from earshot_cli import EARSHOT, Cli
 
-from earshot.cas.scan import MAX_DEPTH
+from earshot.cas.recording import MAX_DEPTH
 
 
 def deep(root: Path, levels: int, name: str = "d") -> Path:
