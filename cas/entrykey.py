@@ -27,7 +27,7 @@ K_FILE, K_SYMLINK, K_DIR, K_UNRECORDED = (
 #: ignored directory, kept or sparse), so a cached name keeps its verdict.
 FLAG_ON_DIR = 0x40
 FLAG_IGNORED = 1
-FLAG_DIR_KEPT, FLAG_DIR_SPARSE = 1, 2
+FLAG_DIR_KEPT, FLAG_DIR_SPARSE, FLAG_DIR_LISTED = 1, 2, 3
 #: A name's verdict, for the entry at hand: not ignored, ignored by git's
 #: rules, excluded by ``.earshotignore``; for an ignored directory that holds
 #: tracked paths, ignored but entered for them; for an ignored file the index
@@ -73,7 +73,7 @@ def verdict_of(key: EntryKey) -> int:
             return V_OWN
         return V_GIT if reason in EXISTENCE_ONLY_CODES else V_NOT
     if kind == K_DIR:
-        if flag == FLAG_DIR_KEPT:
+        if flag in (FLAG_DIR_KEPT, FLAG_DIR_LISTED):
             return V_GIT
         return V_GIT_TRACKED if flag == FLAG_DIR_SPARSE else V_NOT
     return V_GIT if flag == FLAG_IGNORED else V_NOT
@@ -97,7 +97,7 @@ def entry_from_key(name: bytes, key: EntryKey) -> TreeEntry:
     if kind is Kind.UNRECORDED:
         on_dir = bool(key[7] & FLAG_ON_DIR)
         # A key cached before identities were kept (no inode) gives none.
-        ident = Ident(key[5], 0 if on_dir else key[3], on_dir) if key[5] else None
+        ident = Ident(key[5], key[3], on_dir) if key[5] else None
         return TreeEntry(name, kind, key[1], key[2], None, Unrecorded(key[7] & ~FLAG_ON_DIR), ident)
     assert key[6] is not None
     return TreeEntry(name, kind, key[1], key[2], Digest(key[6]))

@@ -49,8 +49,10 @@ BY_EARSHOT: Final = 2
 
 #: How a scan treats the entries of a directory below an ignored one (see
 #: :meth:`IgnoreRules.below_ignored`): kept within the budget for ignored
-#: files, or sparse (only the paths git tracks, the rest as existence only).
+#: files; listed (every entry as existence only, a directory over the
+#: budget); or sparse (in a cache: only the paths git tracks).
 KEPT: Final = "kept"
+LISTED: Final = "listed"
 SPARSE: Final = "sparse"
 
 _ESCAPE: Final = re.compile(r"\\(.)", re.DOTALL)
@@ -468,15 +470,16 @@ class IgnoreRules:
 
         git cannot re-include a file whose parent directory is excluded.
         ``mode`` says what a scan keeps there: ``KEPT``, the ignored files
-        within the budget; ``SPARSE``, what the index tracks (the rest as
-        existence only). The two have different fingerprints, so a stat-cache
-        record of one never stands for the other.
+        within the budget; ``LISTED``, every entry as existence only;
+        ``SPARSE``, what the index tracks (the rest as existence only, not
+        listed). Each has its own fingerprint, so a stat-cache record of one
+        never stands for another.
         """
         if self._everything and self.mode == mode:
             return self
         below = self._below.get(mode)
         if below is None:
-            salt = b"below an ignored directory" + (b"" if mode == SPARSE else b", kept")
+            salt = b"below an ignored directory" + (b"" if mode == SPARSE else f", {mode}".encode())
             digest = blake3.blake3(self._fingerprint + salt).digest()
             below = IgnoreRules(self._levels, digest, self.index, everything=True, mode=mode)
             self._below[mode] = below

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .errors import EarshotError
-from .ignore import BY_EARSHOT, KEPT, NOT_IGNORED, SPARSE, IgnoreRules
+from .ignore import BY_EARSHOT, KEPT, LISTED, NOT_IGNORED, SPARSE, IgnoreRules
 
 #: Directory names tools regenerate (their content is never kept when ignored:
 #: only a directory git's rules ignore, or one inside it, is judged by its name).
@@ -225,6 +225,15 @@ class Lift:
         return Lift(parse_size(ENV_TARGET_BUDGET, given) if given else DEFAULT_LIFT_BYTES)
 
 
+#: Entries a directory kept as existence only is listed with, at most (every
+#: entry's identity, no content): past this, the directory is one entry.
+MAX_LISTED: Final = 100_000
+
+
+class OverListed(Exception):
+    """An ignored directory holds more entries than a scan lists one by one."""
+
+
 class OverBudget(Exception):
     """An ignored directory holds more than the budget lets a scan keep."""
 
@@ -271,28 +280,27 @@ def within_budget(path: str, keep: KeepIgnored) -> bool:
     return True
 
 
-def subdir_rules(
-    rules: IgnoreRules, rel: str, path: str, keep: KeepIgnored
-) -> tuple[IgnoreRules | None, bool]:
+def subdir_rules(rules: IgnoreRules, rel: str, path: str, keep: KeepIgnored) -> IgnoreRules | None:
     """How a scan treats the subdirectory ``rel`` (at ``path``) of a directory judged by ``rules``.
 
     Returns the rules its entries are judged by as a scan walks it (to
-    ``descend`` into), or None when a scan keeps it as existence only; and
-    whether that verdict depends on what the directory holds (a budget, a
-    marker file), so that a change in its own listing may change it. What a
-    watcher watches; a scan decides the same way (``Scanner._ignored_dir``).
+    ``descend`` into): its own, kept, listed (every entry's existence) or
+    sparse (what git tracks in a cache); None when a scan records it as one
+    entry (a cache, or what ``.earshotignore`` excludes). What a watcher
+    watches; a scan decides the same way (``Scanner._ignored_dir``), but for
+    a directory with more entries than ``MAX_LISTED``, which it records as one
+    entry and a watcher still watches.
     """
     verdict = rules.verdict(rel, True)
     if verdict == NOT_IGNORED:
-        return rules, False
+        return rules
     tracked = rules.tracks(rel, True)
     if verdict == BY_EARSHOT and not tracked:
-        return None, False
-    name = path.rpartition("/")[2]
-    if rules.mode == SPARSE or not keep.enabled or is_cache(path, name):
-        # A cache by its name stays one; a marker file can go.
-        by_content = keep.enabled and rules.mode != SPARSE and name not in CACHE_NAMES
-        return (rules.below_ignored(SPARSE) if tracked else None), by_content
-    if rules.mode == KEPT or within_budget(path, keep):
-        return rules.below_ignored(KEPT), rules.mode != KEPT
-    return (rules.below_ignored(SPARSE) if tracked else None), True
+        return None
+    if rules.mode == SPARSE or is_cache(path, path.rpartition("/")[2]):
+        return rules.below_ignored(SPARSE) if tracked else None
+    if rules.mode in (KEPT, LISTED):
+        return rules.below_ignored(rules.mode)
+    if keep.enabled and within_budget(path, keep):
+        return rules.below_ignored(KEPT)
+    return rules.below_ignored(LISTED)

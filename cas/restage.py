@@ -23,9 +23,18 @@ from collections.abc import Iterable
 from pathlib import PurePosixPath
 
 from .digest import Digest
-from .entrykey import counts_as_file, entry_from_key
+from .entrykey import (
+    FLAG_DIR_KEPT,
+    FLAG_DIR_LISTED,
+    FLAG_DIR_SPARSE,
+    K_DIR,
+    V_GIT,
+    V_GIT_TRACKED,
+    counts_as_file,
+    entry_from_key,
+)
 from .errors import EarshotError
-from .ignore import SPARSE, IgnoreRules
+from .ignore import KEPT, LISTED, SPARSE, IgnoreRules
 from .recording import MAX_DEPTH, is_temp_name
 from .scan import Scanner, fsencode, join
 from .statcache import EntryKey, load_record
@@ -80,6 +89,16 @@ def _trie(paths: Iterable[str]) -> _Trie:
 
 def _is_whole(node: _Trie) -> bool:
     return not node
+
+
+_MODES = {FLAG_DIR_KEPT: KEPT, FLAG_DIR_LISTED: LISTED, FLAG_DIR_SPARSE: SPARSE}
+
+
+def _walked_as(key: EntryKey | None) -> str | None:
+    """How a scan walked an ignored directory last time (its cache key says), if it did."""
+    if key is None or key[0] != K_DIR:
+        return None
+    return _MODES.get(key[7])
 
 
 class _Replaced:
@@ -174,12 +193,21 @@ def _update(
             entries[key] = TreeEntry(key, Kind.DIR, stat.S_IMODE(st.st_mode), 0, subtree)
             continue
         whole = _is_whole(node) or not is_dir or old is None or old.kind is not Kind.DIR
+        if cached is None:
+            record = load_record(reader.view, rel_dir) if scanner.use_cache else None
+            cached = record.entries if record is not None else {}
+        below = rules.mode or _walked_as(cached.get(name))
+        if not whole and below is not None and verdict in (V_GIT, V_GIT_TRACKED):
+            # An ignored directory walked last time (kept, listed, sparse): only
+            # the named paths are read again, as in any directory.
+            inner = rules.below_ignored(below).descend(rel, path)
+            assert old is not None
+            subtree = _update(scanner, old.digest, rel, node, replaced, inner, forced)
+            entries[key] = TreeEntry(key, Kind.DIR, stat.S_IMODE(st.st_mode), 0, subtree)
+            continue
         if whole or verdict or rules.mode is not None:
-            # Read whole; an ignored directory always is: its verdict (kept,
-            # sparse, existence only) is about all of it.
-            if cached is None:
-                record = load_record(reader.view, rel_dir) if scanner.use_cache else None
-                cached = record.entries if record is not None else {}
+            # Read whole; so is an ignored directory not walked last time: its
+            # verdict (kept, listed, one entry) is about all of it.
             replaced.drop(scanner, old)
             found = scanner._entry(path, rel, st, cached.get(name), rules, verdict)
             if found is None:

@@ -24,9 +24,11 @@ from .digest import Digest, blob_digest
 from .entrykey import (
     FLAG_BUILD,
     FLAG_DIR_KEPT,
+    FLAG_DIR_LISTED,
     FLAG_DIR_NORMAL,
     FLAG_DIR_SPARSE,
     FLAG_IGNORED,
+    FLAG_ON_DIR,
     K_DIR,
     K_FILE,
     K_SYMLINK,
@@ -41,12 +43,14 @@ from .entrykey import (
     unrecorded_key,
     verdict_of,
 )
-from .ignore import BY_EARSHOT, KEPT, NOT_IGNORED, SPARSE, IgnoreRules
+from .ignore import BY_EARSHOT, KEPT, LISTED, NOT_IGNORED, SPARSE, IgnoreRules
 from .keep import (
     MAGIC_BYTES,
+    MAX_LISTED,
     Budget,
     Lift,
     OverBudget,
+    OverListed,
     is_build_output,
     is_cache,
     within_budget,
@@ -106,6 +110,8 @@ class Scanner:
         self.unlimited: frozenset[str] = frozenset()
         #: The budget of the ignored directory being kept, while its walk runs.
         self._budget: Budget | None = None
+        #: Entries a listed directory may still list, while its walk runs.
+        self._listing: int | None = None
         #: Paths recorded past the limits (for ignored files and the size
         #: limit), with what is below them, within ``lift``: what a
         #: destructive command is about to delete. Caches, build output and
@@ -283,6 +289,7 @@ class Scanner:
             and cached[5] == st.st_ino
             and st.st_mode == _S_IFREG | cached[1]
             and cached[7] == (verdict == V_GIT)
+            and self._listing is None  # a listed directory keeps no content
         ):
             # No size check: a file over the limit is cached as a file only
             # when it was recorded past it (an agent's write named it), and
@@ -309,6 +316,10 @@ class Scanner:
     ) -> Digest:
         """The directory's tree: reused when nothing changed, else encoded and cached."""
         self._seen += seen
+        if self._listing is not None:
+            self._listing -= seen
+            if self._listing < 0:
+                raise OverListed()
         if self.progress is not None:
             self.progress(self._seen)
         fingerprint = rules.fingerprint
@@ -375,8 +386,11 @@ class Scanner:
                     # Kept in the tree as unrecorded: a restore never writes into it.
                     self.report.skipped.append((rel, f"special file system ({special})"))
                     return unrecorded_key(st, 0, Unrecorded.SPECIAL)
-            if verdict in (V_GIT, V_GIT_TRACKED) or rules.mode is not None:
+            ignored = verdict in (V_GIT, V_GIT_TRACKED) or rules.mode is not None
+            if ignored and rel not in self.unlimited:
                 return self._ignored_dir(path, rel, st, cached, rules, verdict)
+            # Not ignored, or named by an agent's write or an undo: walked, and
+            # what is named below it recorded whatever the rules say.
             return self._dir(path, rel, st, rules, FLAG_DIR_NORMAL)
         kept = verdict == V_GIT
         if kept and rel not in self.unlimited:
@@ -384,7 +398,7 @@ class Scanner:
             # within the limits, and never in sparse mode.
             keep = self.options.keep
             size = st.st_size if stat.S_ISREG(mode) else 0
-            if not keep.enabled or rules.mode == SPARSE or size > keep.max_file:
+            if not keep.enabled or rules.mode in (SPARSE, LISTED) or size > keep.max_file:
                 if self._budget is not None:
                     self._budget.take(0)
                 return self._existence(rel, st, Unrecorded.IGNORED)
@@ -442,8 +456,14 @@ class Scanner:
                 return self._dir(path, rel, st, inner, FLAG_DIR_KEPT if ignored else 0)
             finally:
                 self._lifting, self._budget = lifting, budget
-        if not stat.S_ISREG(mode) or not self.lift.take(st.st_size):
+        if not stat.S_ISREG(mode):
             return None
+        if not ignored and st.st_size <= self.options.max_file_size:
+            return None  # recorded anyway, outside the lift
+        if not self.lift.take(st.st_size):
+            # No lift left: what the limits do not hold stays existence only.
+            why = Unrecorded.IGNORED if ignored else Unrecorded.TOO_LARGE
+            return self._existence(rel, st, why)
         self.report.files += 1
         self.report.content_bytes += st.st_size
         return self._hash_file(path, rel, st, FLAG_IGNORED if verdict == V_GIT else 0)
@@ -474,38 +494,67 @@ class Scanner:
         rules: IgnoreRules,
         verdict: int,
     ) -> EntryKey | None:
-        """An ignored directory (or one below an ignored one): kept, sparse or existence only.
+        """An ignored directory (or one below an ignored one): kept, listed, or one entry.
 
-        A cache is never kept. Outside a kept directory, one is kept when it
-        fits the budget (``keep.within_budget``, by names and sizes; then its
-        walk takes from the budget and gives up past it); one that did not
-        fit keeps that verdict while its own mtime stays the same. What git
-        tracks below an ignored directory is recorded whatever the budget:
-        a directory holding some is walked sparse, for them.
+        A cache is one entry, never walked (what git tracks in one is walked
+        *sparse*, for it). Another is *kept* (its content) when it fits the
+        budget (``keep.within_budget``, by names and sizes, unless it was
+        kept last time; then its walk takes from the budget and gives up
+        past it); else *listed*: every entry as existence only, with its
+        identity, so what is deleted or moved in it is seen. A listed one is
+        measured again only when its own listing changed; one with more
+        entries than ``MAX_LISTED`` is one entry (while its identity stays).
         """
         keep = self.options.keep
         tracked = verdict == V_GIT_TRACKED
         cache = is_cache(path, path.rpartition("/")[2])
-        if rules.mode == SPARSE or not keep.enabled or cache:
+        if rules.mode == SPARSE or cache:
             if tracked:
                 return self._dir(path, rel, st, rules.below_ignored(SPARSE), FLAG_DIR_SPARSE)
             return self._existence(rel, st, Unrecorded.CACHE if cache else Unrecorded.IGNORED)
         if rules.mode == KEPT:  # inside a kept directory: its budget goes on
             return self._dir(path, rel, st, rules.below_ignored(KEPT), FLAG_DIR_KEPT)
-        ident = unrecorded_key(st, 0, Unrecorded.IGNORED)
-        was_kept = cached is not None and cached[0] == K_DIR and cached[7] == FLAG_DIR_KEPT
-        stayed_over = cached is not None and cached[:6] == ident[:6] and cached[7] == ident[7]
-        if not was_kept and (stayed_over or not within_budget(path, keep)):
-            return self._over_budget(path, rel, st, rules, tracked)
-        self._budget = Budget(keep)
+        if rules.mode == LISTED:  # inside a listed one: listed too
+            return self._dir(path, rel, st, rules.below_ignored(LISTED), FLAG_DIR_LISTED)
+        same = cached is not None and cached[3] == st.st_mtime_ns and cached[5] == st.st_ino
+        if keep.enabled:
+            was_kept = cached is not None and cached[0] == K_DIR and cached[7] == FLAG_DIR_KEPT
+            listed_as_before = same and cached is not None and cached[7] == FLAG_DIR_LISTED
+            if was_kept or (not listed_as_before and not self._one_entry(cached, st)
+                            and within_budget(path, keep)):  # fmt: skip
+                self._budget = Budget(keep)
+                try:
+                    return self._dir(path, rel, st, rules.below_ignored(KEPT), FLAG_DIR_KEPT)
+                except OverBudget:
+                    pass  # listed, below
+                finally:
+                    self._budget = None
+        if self._one_entry(cached, st):
+            return self._over_listed(path, rel, st, rules, tracked)
+        self._listing = MAX_LISTED
         try:
-            return self._dir(path, rel, st, rules.below_ignored(KEPT), FLAG_DIR_KEPT)
-        except OverBudget:
-            return self._over_budget(path, rel, st, rules, tracked)
+            key = self._dir(path, rel, st, rules.below_ignored(LISTED), FLAG_DIR_LISTED)
+        except OverListed:
+            return self._over_listed(path, rel, st, rules, tracked)
         finally:
-            self._budget = None
+            self._listing = None
+        if key is None or key[0] != K_DIR:
+            return key
+        # Its mtime, kept in the key: a listing unchanged since is not measured again.
+        return (K_DIR, key[1], 0, st.st_mtime_ns, 0, st.st_ino, key[6], FLAG_DIR_LISTED)
 
-    def _over_budget(
+    @staticmethod
+    def _one_entry(cached: EntryKey | None, st: os.stat_result) -> bool:
+        """Whether a directory was one entry last time (too many to list), and is the same."""
+        return (
+            cached is not None
+            and cached[0] == K_UNRECORDED
+            and cached[7] & ~FLAG_ON_DIR == Unrecorded.IGNORED
+            and cached[3] == st.st_mtime_ns
+            and cached[5] == st.st_ino
+        )
+
+    def _over_listed(
         self, path: str, rel: str, st: os.stat_result, rules: IgnoreRules, tracked: bool
     ) -> EntryKey | None:
         if tracked:

@@ -13,9 +13,10 @@ modification time that identify it on disk::
     reason|flags:u8  [uvarint(inode)  uvarint(zigzag(mtime_ns))]
 
 An unrecorded entry's content is not held, so its identity is what says that
-it changed (a file rewritten in place gets a new mtime) or moved (a rename
-keeps the inode). A directory's mtime changes with its listing, so for one
-only the inode is kept (mtime 0). One tree has exactly one encoding, so equal
+it changed (a file rewritten in place gets a new mtime, a directory's
+listing a new one) or moved (a rename keeps the inode and the mtime; a new
+file or directory given a freed inode has a new mtime). One tree has exactly
+one encoding, so equal
 directories get equal digests and unchanged subtrees are shared between
 snapshots.
 
@@ -76,7 +77,7 @@ _IS_DIR = 0x40
 
 @dataclass(frozen=True, slots=True)
 class Ident:
-    """What identifies an unrecorded entry on disk: its inode, and for a file its mtime.
+    """What identifies an unrecorded entry on disk: its inode and its mtime.
 
     Equal identities on both sides of a batch mean the same file or
     directory: unchanged if at the same path, moved if at another.
@@ -157,7 +158,7 @@ def encode_tree(entries: Iterable[TreeEntry]) -> bytes:
             if ident is None:
                 out.append(bytes((entry.reason,)))
             else:
-                if ident.ino < 0 or (ident.is_dir and ident.mtime_ns):
+                if ident.ino < 0:
                     raise CorruptTree(f"identity of {entry.name!r}")
                 flags = _HAS_IDENT | (_IS_DIR if ident.is_dir else 0)
                 out.append(bytes((entry.reason | flags,)))
@@ -228,10 +229,7 @@ def decode_tree(data: bytes | memoryview) -> list[TreeEntry]:
                 if byte & _HAS_IDENT:
                     ino, pos = decode_uvarint(data, pos)
                     mtime, pos = decode_uvarint(data, pos)
-                    is_dir = bool(byte & _IS_DIR)
-                    if is_dir and mtime:
-                        raise CorruptTree(f"identity of {name!r}")
-                    ident = Ident(ino, _unzigzag(mtime), is_dir)
+                    ident = Ident(ino, _unzigzag(mtime), bool(byte & _IS_DIR))
                 entries.append(TreeEntry(name, kind, mode, size, None, reason, ident))
             else:
                 digest = data[pos : pos + DIGEST_SIZE]

@@ -204,12 +204,17 @@ def impact_lines(result: Impact, what: str, dry_run: bool) -> list[str]:
             "another session ran at the same time and may have made it; left alone "
             "(--force deletes)"
             if p in shared
+            else "changed since the batch (undo never deletes that), or a parent is now a "
+            "file or a link; left alone"
+            if result.forced
             else "changed since the batch; left alone (--force overwrites)"
         )
         for p in result.conflicts
     ]
-    lines += [f"  kept    {quote_path(p)}: {one_line(r)}" for p, r in result.kept]
-    if result.conflicts and what == "undo" and not dry_run:
+    lines += [
+        f"  kept    {quote_path(p)}: {one_line(r.removesuffix('; kept'))}" for p, r in result.kept
+    ]
+    if result.conflicts and what == "undo" and not dry_run and not result.forced:
         lines.append(
             f"a batch with conflicts stays to undo: 'earshot undo --force' overwrites them, "
             f"'earshot undo {len(result.batches) + 1}' goes on to the batch before it"

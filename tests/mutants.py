@@ -241,6 +241,43 @@ MUTANTS = [
         "{p for p, _ in impact.kept}",
         "tests/cli/test_ignored_undo.py -k cannot_empty",
     ),
+    # Found by attacking the first round: listed directories, moves, budgets.
+    (
+        "cas/entrykey.py",
+        "        ident = Ident(key[5], key[3], on_dir) if key[5] else None",
+        "        ident = Ident(key[5], 0 if on_dir else key[3], on_dir) if key[5] else None",
+        "tests/cas/test_keep.py -k identity_holds",
+    ),
+    (
+        "cas/scan.py",
+        "            and self._listing is None  # a listed directory keeps no content",
+        "",
+        "tests/cas/test_keep.py -k outgrows",
+    ),
+    (
+        "cas/scan.py",
+        "            return self._existence(rel, st, why)",
+        "            return None",
+        "tests/cas/test_keep.py -k within_the_budget_and",
+    ),
+    (
+        "agent/core/reversal.py",
+        "            self._keep_what_a_conflict_needs(rev, plan, impact)",
+        "            pass",
+        "tests/cli/test_ignored_undo.py -k one_half_of_a_move",
+    ),
+    (
+        "agent/core/reversal.py",
+        "        return (st.st_ino, st.st_mtime_ns, is_dir, 0 if is_dir else st.st_size)",
+        "        return None",
+        "tests/cli/test_ignored_undo.py -k moved_out_of_a_directory",
+    ),
+    (
+        "agent/core/undo.py",
+        "            replace(c, moved=moved[c.path]) if c.path in moved else c",
+        "            c",
+        "tests/cli/test_ignored_undo.py -k recorded_name_is_moved_back",
+    ),
 ]
 
 

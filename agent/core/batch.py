@@ -116,6 +116,9 @@ class Change:
     #: A batch of another session ran at the same time on this root: this
     #: change may be its. Undo deletes an ambiguous creation only with --force.
     ambiguous: bool = False
+    #: Where the entry at this path went by a rename (an undo's move back):
+    #: the redo of that undo moves it here again.
+    moved: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc = {
@@ -126,16 +129,20 @@ class Change:
         }
         if self.ambiguous:
             doc["ambiguous"] = True
+        if self.moved is not None:
+            doc["moved"] = self.moved
         return doc
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> Change:
+        moved = doc.get("moved")
         return Change(
             doc["path"],
             State.from_json(doc["before"]),
             State.from_json(doc["after"]),
             doc["by"],
             bool(doc.get("ambiguous", False)),
+            str(moved) if moved is not None else None,
         )
 
 

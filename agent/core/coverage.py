@@ -29,6 +29,8 @@ SHORT_REASONS = {
     "excluded": "excluded by .earshotignore",
     "build": "a build output",
 }
+#: Reasons whose paths tools make again: a change to one is not worth a word.
+REGENERABLE = frozenset({"cache", "build"})
 #: Lines shown before "and N more" where people read them.
 SHOWN = 10
 
@@ -74,7 +76,13 @@ def uncovered(ledger: Sequence[Change]) -> list[Uncovered]:
                     continue  # moved: undo renames it back
                 out.append(Uncovered(line.path, _short(before), "deleted", before.is_dir))
             elif _unheld(after):
-                out.append(Uncovered(line.path, _short(before), "changed", before.is_dir))
+                # A regenerable cache changes as its tools run: only its loss is said.
+                if before.reason not in REGENERABLE:
+                    out.append(Uncovered(line.path, _short(before), "changed", before.is_dir))
+            elif after.kind is not Kind.DIR and after.size != before.size and not before.is_dir:
+                # Held now, not before, and not the same size: written over what
+                # was not held (a rule that only shows a file keeps its size).
+                out.append(Uncovered(line.path, _short(before), "changed"))
         elif before is not None and before.kind is not Kind.DIR and _unheld(after):
             assert after is not None
             # Held before, not now (grown over the limit): undo will not

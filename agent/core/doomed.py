@@ -12,8 +12,11 @@ never read for this: they are regenerable, or the person said so.
 
 from __future__ import annotations
 
+import fnmatch
+import re
+
 from earshot.cas.digest import Digest
-from earshot.cas.lookup import lookup_under
+from earshot.cas.lookup import lookup, lookup_under
 from earshot.cas.objects import ObjectReader
 from earshot.cas.tree import Kind, Unrecorded
 
@@ -23,11 +26,40 @@ WORTH_READING = frozenset({Unrecorded.IGNORED, Unrecorded.TOO_LARGE})
 MAX_FOUND = 10_000
 
 
+def expand(reader: ObjectReader, tree: Digest, target: str) -> list[str]:
+    """The paths of ``tree`` a target names: itself, or what its glob matches
+    (a shell matches names on disk; the tree holds the same names)."""
+    if not _GLOB.search(target):
+        return [target]
+    paths = [""]
+    for part in target.split("/"):
+        following: list[str] = []
+        for prefix in paths:
+            if not _GLOB.search(part):
+                following.append(f"{prefix}/{part}".lstrip("/"))
+                continue
+            entry = lookup(reader, tree, prefix) if prefix else None
+            digest = tree if not prefix else (entry.digest if entry is not None else None)
+            if digest is None or (entry is not None and entry.kind is not Kind.DIR):
+                continue
+            hidden = part.startswith(".")  # as a shell: * does not match a leading dot
+            for child in reader.read_tree(digest):
+                name = child.name.decode("utf-8", "surrogateescape")
+                if fnmatch.fnmatchcase(name, part) and (hidden or not name.startswith(".")):
+                    following.append(f"{prefix}/{name}".lstrip("/"))
+        paths = following[:MAX_FOUND]
+    return paths
+
+
+_GLOB = re.compile(r"[*?\[]")
+
+
 def unheld_under(reader: ObjectReader, tree: Digest, targets: list[str]) -> list[str]:
-    """The paths at or under ``targets`` (root-relative, "" for the root) that
-    ``tree`` holds as existence only, for a reason worth reading them now."""
+    """The paths at or under ``targets`` (root-relative, "" for the root; globs
+    matched against the tree) that ``tree`` holds as existence only, for a
+    reason worth reading them now."""
     found: list[str] = []
-    for target in targets:
+    for target in [path for t in targets for path in (expand(reader, tree, t) if t else [t])]:
         if target:
             entry, under = lookup_under(reader, tree, target)
             if entry is None:

@@ -32,6 +32,8 @@ from earshot.cas.project import Project
 from earshot.cas.restore import RestorePlan
 from earshot.cas.tree import Ident, Kind, TreeEntry
 
+#: Why undo keeps a created file whose content a conflicted path was to get back.
+MOVED_HALF = "holds what a path in conflict was to get back (the other half of a move); kept"
 #: Why undo keeps a created path it cannot prove a call made: final, no retry
 #: (not even --force) would delete it.
 NOT_BY_A_CALL = "not made by a call of this session; kept"
@@ -87,6 +89,8 @@ class Impact:
     #: Kept paths no retry would change (not made by a call, not held, a
     #: directory holding what is not the batches'): they do not keep a batch open.
     final: set[str] = field(default_factory=set)
+    #: Asked with --force: a conflict left is one --force does not overwrite.
+    forced: bool = False
 
     def keep(self, path: str, why: str, final: bool = True) -> None:
         """Leave ``path`` as it is, for ``why``; ``final``: no retry would do more."""
@@ -105,6 +109,8 @@ class Step:
     by_call: bool
     #: A batch of another session ran beside it: the change may be that one's.
     ambiguous: bool = False
+    #: For a redo: where an undo moved the entry at this path by a rename.
+    moved: str | None = None
 
 
 def steps_of(batches: list[Batch]) -> list[Step]:
@@ -169,7 +175,7 @@ def redo_reversal(project: Project, undone: Batch) -> Reversal:
     """Replay what the undo (or rewind) ``undone`` took back."""
     return Reversal(
         kind=BatchKind.REDO,
-        steps=[Step(c.path, c.after, c.before, by_call=True) for c in undone.ledger],
+        steps=[Step(c.path, c.after, c.before, by_call=True, moved=c.moved) for c in undone.ledger],
         anchor_tree=tree_of(project, undone.before),
         targets=(undone.seq,),
         call={"tool": "redo"},
@@ -202,31 +208,6 @@ def _blocked(reader: ObjectReader, tree: Digest, path: str, becoming: set[str]) 
     return False
 
 
-def _moves(steps: list[Step], currents: dict[str, State | None]) -> dict[str, str]:
-    """Entries whose content is not held and that the reverted batches moved:
-    {where it is now: where it goes back}.
-
-    A path that vanished while unrecorded, and a path that appeared holding
-    the same identity (the inode, and a file's mtime and size) and holds it
-    still, are one entry moved: undo renames it back rather than keep one
-    and lose the other.
-    """
-    gone: dict[tuple[Ident, int], str] = {}
-    for step in steps:
-        before = step.restore_to
-        if before is not None and before.ident is not None and currents[step.path] is None:
-            gone[(before.ident, before.size)] = step.path
-    out: dict[str, str] = {}
-    for step in steps:
-        now = currents[step.path]
-        if step.restore_to is not None or now is None or now.ident is None or now != step.expect:
-            continue
-        source = gone.pop((now.ident, now.size), None)
-        if source is not None:
-            out[step.path] = source
-    return out
-
-
 def _entry(path: str, state: State) -> TreeEntry:
     name = path.rpartition("/")[2].encode("utf-8", "surrogateescape")
     return TreeEntry(name, state.kind, state.mode, 0, state.digest)
@@ -248,8 +229,10 @@ class Reverter:
         mkdirs: set[str] = set()
         with self.project.store.reader() as reader:
             currents = {s.path: state_in(reader, now_tree, s.path) for s in rev.steps}
-            moves = _moves(rev.steps, currents)
+            moves = self._moves(rev.steps, currents)
             back = set(moves.values())
+            # A directory moved back carries what the batches put below it.
+            carried = tuple(f"{path}/" for path, source in moves.items() if path not in currents)
             # Directories the reversal makes again where a file or link stands
             # now (a directory the batches replaced): not in the way of their paths.
             becoming = {
@@ -262,8 +245,15 @@ class Reverter:
                 and c.kind is not Kind.DIR
                 and (c == s.expect or force)
             }
+            for dst, source in moves.items():
+                if dst not in currents:  # a directory found by its identity
+                    self._parents(reader, now_tree, rev.anchor_tree, source, plan, mkdirs)
+                    plan.renames.append((dst, source, self._ident_now(dst)))
+                    impact.moved.append((dst, source))
             for step in rev.steps:
                 current = currents[step.path]
+                if carried and step.path.startswith(carried):
+                    continue  # it goes back with the directory that holds it
                 if _blocked(reader, now_tree, step.path, becoming):
                     # Changed since the batch in the way that matters most: a
                     # parent is now a link (never written through) or a file.
@@ -278,8 +268,7 @@ class Reverter:
                         continue
                     source = moves[step.path]
                     self._parents(reader, now_tree, rev.anchor_tree, source, plan, mkdirs)
-                    assert current is not None and current.ident is not None
-                    plan.renames.append((step.path, source, current.ident))
+                    plan.renames.append((step.path, source, self._ident_now(step.path)))
                     impact.moved.append((step.path, source))
                     continue
                 if current == step.restore_to:
@@ -319,11 +308,107 @@ class Reverter:
                     plan.rmdirs.append(step.path)
                 plan.writes.append((step.path, entry))
                 impact.restored.append(step.path)
+            self._keep_what_a_conflict_needs(rev, plan, impact)
             rmdirs: set[str] = set(plan.rmdirs)
             for path in impact.deleted + [source for source, _ in impact.moved]:
                 self._created_dirs(reader, rev.anchor_tree, path, plan, rmdirs)
         impact.removed_dirs = sorted(rmdirs)
         return plan
+
+    @staticmethod
+    def _keep_what_a_conflict_needs(rev: Reversal, plan: RestorePlan, impact: Impact) -> None:
+        """A created file holding what a conflicted path was to get back (the other half
+        of a move whose source is taken now) is not deleted: it may be the only copy
+        on disk."""
+        wanted = {
+            s.restore_to.digest
+            for s in rev.steps
+            if s.path in impact.conflicts and s.restore_to is not None and s.restore_to.digest
+        }
+        if not wanted:
+            return
+        kept = [(path, entry) for path, entry in plan.deletes if entry.digest in wanted]
+        for path, _entry_kept in kept:
+            plan.deletes.remove((path, _entry_kept))
+            impact.deleted.remove(path)
+            impact.keep(path, MOVED_HALF, final=False)
+
+    def _moves(self, steps: list[Step], currents: dict[str, State | None]) -> dict[str, str]:
+        """Entries whose content is not held and that the reverted batches moved:
+        {where it is now: where it goes back}.
+
+        A path that vanished while unrecorded (its identity known: inode, mtime,
+        a file's size) and a path the batches created that holds that very
+        inode now, unchanged since, are one entry moved: undo renames it back
+        rather than keep one and delete the other. The created path may be
+        recorded now (moved to a name nothing ignores) or not; a directory
+        kept as one entry is found by its own identity among the directories
+        leading to what the batches created.
+        """
+        out: dict[str, str] = {}
+        expected = {step.path: step.expect for step in steps}
+        for step in steps:
+            # An undo's move back, replayed: where it went, it comes from.
+            there = step.moved
+            if (
+                there is not None
+                and currents[step.path] is None
+                and currents.get(there) is not None
+                and currents[there] == expected[there]
+            ):
+                out[there] = step.path
+        gone: dict[tuple[int, int, bool, int], str] = {}
+        for step in steps:
+            before = step.restore_to
+            if before is not None and before.ident is not None and currents[step.path] is None:
+                ident = before.ident
+                gone[(ident.ino, ident.mtime_ns, ident.is_dir, before.size)] = step.path
+        if not gone:
+            return out
+        seen_dirs: set[str] = set()
+        for step in steps:
+            now = currents[step.path]
+            if step.restore_to is not None or now is None or now != step.expect:
+                continue
+            if step.path in out:
+                continue
+            key = self._key_now(step.path, now)
+            source = gone.pop(key, None) if key is not None else None
+            if source is not None:
+                out[step.path] = source
+                continue
+            # A directory moved whole, found by what the batches created below it.
+            parts = step.path.split("/")[:-1]
+            for depth in range(1, len(parts) + 1):
+                ancestor = "/".join(parts[:depth])
+                if ancestor in seen_dirs or ancestor in out:
+                    continue
+                seen_dirs.add(ancestor)
+                found = self._key_now(ancestor, None)
+                source = gone.pop(found, None) if found is not None else None
+                if source is not None:
+                    out[ancestor] = source
+                    break
+        return out
+
+    def _key_now(self, path: str, state: State | None) -> tuple[int, int, bool, int] | None:
+        """What identifies the entry at ``path`` now: from its unrecorded state, or
+        from the disk for one recorded (a file's size counts; a directory's is 0)."""
+        if state is not None and state.ident is not None:
+            ident = state.ident
+            return (ident.ino, ident.mtime_ns, ident.is_dir, state.size)
+        try:
+            st = os.lstat(os.path.join(self.project.root, path))
+        except OSError:
+            return None
+        is_dir = stat.S_ISDIR(st.st_mode)
+        return (st.st_ino, st.st_mtime_ns, is_dir, 0 if is_dir else st.st_size)
+
+    def _ident_now(self, path: str) -> Ident:
+        """The identity the rename back checks (the applier checks it again on disk)."""
+        key = self._key_now(path, None)
+        assert key is not None
+        return Ident(key[0], key[1], key[2])
 
     def _still(self, path: str, state: State) -> bool:
         """Whether the disk holds the very file or directory ``state`` names (its

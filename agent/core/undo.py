@@ -26,6 +26,7 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from earshot.agent.core.batch import Batch, BatchKind, State
@@ -264,7 +265,7 @@ def _revert(
 ) -> Impact:
     """Revert ``rev`` and record it as a batch of its kind (see the module docstring)."""
     project = engine.project
-    impact = Impact(batches=list(rev.shown))
+    impact = Impact(batches=list(rev.shown), forced=force)
     if not dry_run:
         engine.begin_own_changes()
     reverter = Reverter(engine.project)
@@ -324,7 +325,11 @@ def _revert(
             left = set(impact.conflicts) | {p for p, _ in impact.kept}
             impact.restored = sorted((set(impact.restored) | set(earlier.restored)) - left)
             impact.deleted = sorted((set(impact.deleted) | set(earlier.deleted)) - left)
-        ledger = self_ledger(project, first_before, after, done)
+        moved = dict(impact.moved)  # what went where by a rename: redo moves it again
+        ledger = [
+            replace(c, moved=moved[c.path]) if c.path in moved else c
+            for c in self_ledger(project, first_before, after, done)
+        ]
         history = _batches(engine, _marked(rev, project, engine.session.id))
         draft = Draft(
             rev.kind,

@@ -153,9 +153,9 @@ class Verdict:
 
     ``targets``: the paths it may delete or overwrite, each with what lies
     below it, as written relative to where the command starts (``.`` for
-    there itself), a glob cut at its first wild component (``data/*.db`` ->
-    ``data``). Only what can be told: a path under a directory that cannot
-    be known is left out.
+    there itself); a glob stays one (``data/*.db``), to be matched against
+    the names there. Only what can be told: a path under a directory that
+    cannot be known is left out.
     """
 
     destructive: bool
@@ -198,14 +198,12 @@ class _Walker:
     def target(self, path: Arg) -> None:
         if path is None or self.cwd is None:
             return
-        literal = _literal_part(path)
-        if literal is None:
-            return
-        if not literal.startswith("/") and self.cwd:
-            literal = posixpath.join(self.cwd, literal)
-        literal = posixpath.normpath(literal)
-        if literal not in self.targets:
-            self.targets.append(literal)
+        for target in _as_targets(path):
+            if not target.startswith("/") and self.cwd:
+                target = posixpath.join(self.cwd, target)
+            target = posixpath.normpath(target)
+            if target not in self.targets:
+                self.targets.append(target)
 
     def run_argv(self, argv: Argv, stdin: str | None, chdir: Arg = SAME_DIR) -> None:
         if not argv:
@@ -351,17 +349,20 @@ class _Walker:
         self.overwrite(f"redirect {descriptor}{operator}", literal(destination))
 
 
-def _literal_part(path: str) -> str | None:
-    """The part of a path that names a place before any glob or brace: ``data/*.db``
-    -> ``data``, ``*.log`` -> ``.``; None for ``~`` (someone's home)."""
+def _as_targets(path: str) -> list[str]:
+    """A path as targets: as written, globs kept (``data/*.db``), brace expansions
+    expanded (``{a,b}/x`` -> ``a/x``, ``b/x``); none for ``~`` (someone's home)."""
     if path.startswith("~"):
-        return None
-    parts = path.split("/")
-    for i, part in enumerate(parts):
-        if _UNCHECKABLE.search(part):
-            head = "/".join(parts[:i])
-            return head if head else ("/" if path.startswith("/") else ".")
-    return path
+        return []
+    match = _BRACE.search(path)
+    if match is None:
+        return [path]
+    head, tail = path[: match.start()], path[match.end() :]
+    return [t for alt in match[1].split(",") for t in _as_targets(head + alt + tail)][:64]
+
+
+#: The first brace expansion without a nested one, and its alternatives.
+_BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
 
 
 def classify(command: str, path_exists: Callable[[str], bool] | None = None) -> Verdict:

@@ -42,6 +42,9 @@ _FLAGS = _C.IN_DONT_FOLLOW | _C.IN_ONLYDIR
 #: would flood the queue) and IN_CLOSE_WRITE (every write already gave IN_MODIFY).
 TREE_MASK = Mask(_CHANGE | SELF_EVENTS | _FLAGS | _C.IN_EXCL_UNLINK)
 COOKIE_MASK = Mask(_C.IN_CREATE | _FLAGS)
+#: A directory recorded as one entry: only a change of its own listing (its
+#: mtime, its identity) counts; a file written inside it does not.
+TOP_MASK = Mask(_C.IN_MOVE | _C.IN_CREATE | _C.IN_DELETE | SELF_EVENTS | _FLAGS | _C.IN_EXCL_UNLINK)
 #: A git dir or its info dir: a file replaced (git writes a lock file and
 #: renames it), written in place, or removed. Not IN_MODIFY: the lock file is
 #: written in many pieces, and only its rename counts.
@@ -152,7 +155,7 @@ class WatchTree:
     ) -> tuple[int, bool] | None:
         """Watch one directory: (wd, whether it is new), or None if it cannot be."""
         try:
-            wd, cid = self.add_watch(path, TREE_MASK)
+            wd, cid = self.add_watch(path, TOP_MASK if top_only else TREE_MASK)
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 raise GiveUp(
@@ -238,14 +241,16 @@ class WatchTree:
             if rel in self.by_rel:
                 self.unwatch(rel)
             return None
-        inner, by_content = subdir_rules(rules, rel, path, self.keep)
+        inner = subdir_rules(rules, rel, path, self.keep)
         if inner is not None:
             return inner
         self.ignored += 1
         if rel in self.by_rel and not self.dirs[self.by_rel[rel]].top_only:
             self.unwatch(rel)  # not walked since it was watched
-        if by_content:
-            self.watch(path, rel, rules, top_only=True)
+        # Its own listing is watched: the scan records its identity (inode,
+        # mtime), which a change there changes, and a marker file's coming or
+        # going may change the verdict.
+        self.watch(path, rel, rules, top_only=True)
         return None
 
     def rewalk(self, rel: str) -> None:

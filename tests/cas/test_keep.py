@@ -21,7 +21,7 @@ from earshot.cas.objects import ObjectStore
 from earshot.cas.project import Project
 from earshot.cas.recording import ScanOptions, ScanReport
 from earshot.cas.scan import Scanner
-from earshot.cas.tree import Kind, TreeEntry, Unrecorded
+from earshot.cas.tree import Ident, Kind, TreeEntry, Unrecorded
 
 Git = Callable[..., str]
 SMALL = KeepIgnored(max_file=100, dir_files=5, dir_bytes=300)
@@ -146,8 +146,8 @@ def test_keeping_turned_off_keeps_the_existence_of_every_ignored_path(
     put(root, "data/db", b"d")
     entries, _ = scan(store, root, KeepIgnored(enabled=False))
     assert existence(entries[".env"]) is Unrecorded.IGNORED
-    assert existence(entries["data"]) is Unrecorded.IGNORED
-    assert "data/db" not in entries
+    assert entries["data"].kind is Kind.DIR  # listed
+    assert existence(entries["data/db"]) is Unrecorded.IGNORED
 
 
 # -- directories -------------------------------------------------------------------------
@@ -165,7 +165,7 @@ def test_an_ignored_directory_within_the_budget_is_kept_whole(
 
 
 @pytest.mark.parametrize("over", ["files", "bytes"])
-def test_an_ignored_directory_over_the_budget_is_kept_as_existence_whole(
+def test_an_ignored_directory_over_the_budget_is_listed_as_existence_entry_by_entry(
     store: ObjectStore, root: Path, over: str
 ) -> None:
     put(root, ".gitignore", b"out/\n")
@@ -173,15 +173,31 @@ def test_an_ignored_directory_over_the_budget_is_kept_as_existence_whole(
     for i, size in enumerate(sizes):
         put(root, f"out/d{i % 2}/{i}", b"o" * size)
     entries, report = scan(store, root)
-    entry = entries["out"]
-    assert existence(entry) is Unrecorded.IGNORED
-    assert entry.ident is not None and entry.ident.is_dir
-    assert entry.ident.ino == (root / "out").stat().st_ino
-    assert not any(p.startswith("out/") for p in entries)
+    assert entries["out"].kind is Kind.DIR and entries["out/d0"].kind is Kind.DIR
+    for i, size in enumerate(sizes):
+        entry = entries[f"out/d{i % 2}/{i}"]
+        st = (root / "out" / f"d{i % 2}" / str(i)).stat()
+        assert existence(entry) is Unrecorded.IGNORED
+        assert entry.ident == Ident(st.st_ino, st.st_mtime_ns, False) and entry.size == size
     assert report.files_read == 1  # .gitignore only: nothing in out/ was read
 
 
-def test_a_kept_directory_that_outgrows_the_budget_is_kept_as_existence_next_time(
+def test_a_directory_with_more_entries_than_are_listed_is_one_entry(
+    store: ObjectStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("earshot.cas.scan.MAX_LISTED", 4)
+    put(root, ".gitignore", b"out/\n")
+    for i in range(6):
+        put(root, f"out/{i}", b"o")
+    entries, _ = scan(store, root)
+    entry = entries["out"]
+    st = (root / "out").stat()
+    assert existence(entry) is Unrecorded.IGNORED
+    assert entry.ident == Ident(st.st_ino, st.st_mtime_ns, True)
+    assert not any(p.startswith("out/") for p in entries)
+
+
+def test_a_kept_directory_that_outgrows_the_budget_is_listed_next_time(
     store: ObjectStore, root: Path
 ) -> None:
     put(root, ".gitignore", b"data/\n")
@@ -191,7 +207,8 @@ def test_a_kept_directory_that_outgrows_the_budget_is_kept_as_existence_next_tim
     for i in range(6):
         put(root, f"data/deep/{i}", b"b")  # its own listing changes only below it
     entries, _ = scan(store, root)
-    assert existence(entries["data"]) is Unrecorded.IGNORED
+    assert entries["data"].kind is Kind.DIR
+    assert existence(entries["data/a"]) is Unrecorded.IGNORED  # listed, no more kept
 
 
 def test_a_directory_over_the_budget_is_not_measured_again_while_its_listing_stays(
@@ -267,7 +284,7 @@ def test_what_git_tracks_below_a_directory_not_kept_is_recorded_and_the_rest_exi
     git(root, "add", "-f", "out/keep/config.h")
     entries, _ = scan(store, root)
     assert entries["out/keep/config.h"].digest == blob_digest(b"tracked")
-    assert existence(entries["out/junk"]) is Unrecorded.IGNORED
+    assert existence(entries["out/junk/0"]) is Unrecorded.IGNORED
     assert existence(entries["out/loose"]) is Unrecorded.IGNORED
 
 
@@ -353,3 +370,37 @@ def test_a_cache_is_never_listed_however_large(
     assert existence(entries["node_modules"]) is Unrecorded.CACHE
     assert not any("node_modules" in p for p in listed)
     assert (report.files, report.existence_only) == (2, 1)
+
+
+def test_a_directorys_identity_holds_its_mtime(store: ObjectStore, root: Path) -> None:
+    # A new directory given a freed inode has a new mtime: not the old one moved.
+    put(root, ".gitignore", b"node_modules/\n")
+    put(root, "node_modules/a/index.js", b"x")
+    entries, _ = scan(store, root)
+    st = (root / "node_modules").stat()
+    assert entries["node_modules"].ident == Ident(st.st_ino, st.st_mtime_ns, True)
+
+
+def test_a_destructive_commands_targets_are_read_within_the_budget_and_no_further(
+    root: Path, earshot_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("earshot.cas.scan.MAX_LISTED", 4)  # out/ is one entry
+    monkeypatch.setenv("EARSHOT_TARGET_BUDGET", "2500")
+    put(root, ".gitignore", b"out/\n")
+    for i in range(6):
+        put(root, f"out/{i}", b"k" * 1000)  # each small enough to keep, were it kept
+    options = ScanOptions(racy_margin_ns=0, keep=KeepIgnored(dir_files=3))
+    with Project(root, options=options) as project:
+        first = project.snapshot()
+        lifted = project.record(["out"], base=first.snapshot.tree, lifted=["out"])
+        with project.store.reader() as reader:
+            out = {
+                e.name: e
+                for e in reader.read_tree(
+                    next(
+                        e for e in reader.read_tree(lifted.snapshot.tree) if e.name == b"out"
+                    ).digest  # type: ignore[arg-type]
+                )
+            }
+    held = [name for name, e in out.items() if e.kind is Kind.FILE]
+    assert len(held) == 2 and len(out) == 6  # 2,500 bytes hold two files of 1,000

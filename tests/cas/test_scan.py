@@ -184,15 +184,24 @@ def test_scan_keeps_only_the_existence_of_what_the_root_gitignore_excludes_when_
     (root / "src" / "main.c").write_bytes(b"int main;")
     tree, report = scan(store, root, ScanOptions(keep=KeepIgnored(enabled=False)))
     entries = flatten(store, tree)
-    assert set(entries) == {b".gitignore", b"a.log", b"out", b"src", b"src/b.log", b"src/main.c"}
-    for path in (b"a.log", b"out", b"src/b.log"):
+    assert set(entries) == {
+        b".gitignore",
+        b"a.log",
+        b"out",
+        b"out/out.o",
+        b"src",
+        b"src/b.log",
+        b"src/main.c",
+    }
+    assert entries[b"out"].kind is Kind.DIR  # listed: each entry's existence
+    for path in (b"a.log", b"out/out.o", b"src/b.log"):
         entry = entries[path]
         assert (entry.kind, entry.reason, entry.digest) == (
             Kind.UNRECORDED,
             Unrecorded.IGNORED,
             None,
         )
-        assert entry.ident is not None and entry.ident.is_dir == (path == b"out")
+        assert entry.ident is not None and not entry.ident.is_dir
     # Existence only: not counted among the files, nor listed as "not recorded".
     assert (report.files, report.existence_only, report.unrecorded) == (2, 3, [])
 
@@ -298,7 +307,7 @@ def test_scan_records_a_directory_it_may_not_list_as_unrecorded(
     monkeypatch.setattr(os, "scandir", refusing)
     tree, report = scan(store, root)
     monkeypatch.undo()
-    ino = (root / "locked").stat().st_ino
+    locked = (root / "locked").stat()
     assert flatten(store, tree) == {
         b"locked": TreeEntry(
             b"locked",
@@ -307,7 +316,7 @@ def test_scan_records_a_directory_it_may_not_list_as_unrecorded(
             0,
             None,
             Unrecorded.UNREADABLE,
-            Ident(ino, 0, is_dir=True),
+            Ident(locked.st_ino, locked.st_mtime_ns, is_dir=True),
         )
     }
     assert report.unrecorded == [("locked", Unrecorded.UNREADABLE)]

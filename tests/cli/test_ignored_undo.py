@@ -258,18 +258,17 @@ def test_what_the_target_budget_cannot_take_is_said(cli: Cli, tree: Any) -> None
 def test_a_batch_that_shows_a_directory_kept_as_existence_does_not_make_undo_delete_it(
     cli: Cli, tree: Any
 ) -> None:
-    # big/ is over the budget for an ignored directory: existence only. The
-    # batch un-ignores it, so its files are recorded after it: they were
-    # there before, inside a directory whose content was not held.
+    # big/ is over the budget for an ignored directory: each entry's existence
+    # only. The batch un-ignores it, so its files are recorded after it: they
+    # were there before, the very same files.
     env = cli.env(EARSHOT_IGNORED_DIR_FILES="2")
     cli.write(".gitignore", "big/\n")
     for i in range(4):
         cli.write(f"big/{i}.txt", f"{i}\n")
     before = listing(tree, cli.root)
     cli.run("bash", "printf '' > .gitignore", env=env)
-    undo = cli.json("undo", env=env, expect=3)  # kept, and said
-    assert undo["deleted"] == [] and undo["conflicts"] == []
-    assert {k["path"] for k in undo["kept"]} == {f"big/{i}.txt" for i in range(4)}
+    undo = cli.json("undo", env=env)  # big/ was listed: each file is as it was
+    assert (undo["deleted"], undo["conflicts"], undo["kept"]) == ([], [], [])
     assert listing(tree, cli.root) == before
 
 
@@ -284,3 +283,136 @@ def test_a_write_into_a_cache_or_an_excluded_path_is_undone(cli: Cli, tree: Any)
     cli.run("write", "app.secret", stdin="new secret\n")
     cli.run("undo", "2")
     assert listing(tree, cli.root) == before
+
+
+# -- found by attacking it: listed directories, moves to recorded names, budgets -----------
+
+SMALL_BUDGET = {"EARSHOT_IGNORED_DIR_FILES": "3", "EARSHOT_IGNORED_MAX_FILE": "1K"}
+
+
+def test_a_file_moved_out_of_a_directory_over_the_budget_is_moved_back(cli: Cli, tree: Any) -> None:
+    env = cli.env(**SMALL_BUDGET)
+    cli.write(".gitignore", "data/\n")
+    for i in range(6):
+        cli.write(f"data/f{i}", f"row {i}\n")
+    cli.run("snapshot", env=env)
+    before = listing(tree, cli.root)
+    cli.run("bash", "mv data/f1 results.csv", env=env)
+    cli.run("undo", env=env)
+    assert listing(tree, cli.root) == before
+
+
+@pytest.mark.parametrize(
+    ("setup", "command"),
+    [
+        ("model.bin", "mv model.bin model.safetensors"),
+        ("big/f0", "mv big big2"),
+        ("app/node_modules/pkg/index.js", "mv app/node_modules app/nm"),
+    ],
+)
+def test_what_is_not_held_moved_to_a_recorded_name_is_moved_back_not_deleted(
+    cli: Cli, tree: Any, setup: str, command: str
+) -> None:
+    env = cli.env(**SMALL_BUDGET)
+    cli.write(".gitignore", "*.bin\nbig/\nnode_modules/\n")
+    cli.write(setup, b"x" * 3000)
+    for i in range(1, 6):
+        cli.write(f"big/f{i}", f"{i}\n")
+    cli.run("snapshot", env=env)
+    before = listing(tree, cli.root)
+    inode = (cli.root / setup).stat().st_ino
+    cli.run("bash", command, env=env)
+    after = listing(tree, cli.root)
+    cli.run("undo", env=env)
+    assert listing(tree, cli.root) == before
+    assert (cli.root / setup).stat().st_ino == inode  # renamed back, not restored
+    cli.run("redo", env=env)
+    assert listing(tree, cli.root) == after
+
+
+def test_a_write_over_a_file_not_held_is_said(cli: Cli) -> None:
+    env = cli.env(**SMALL_BUDGET)
+    cli.write(".gitignore", "*.db\n")
+    cli.write("app.db", b"d" * 5000)
+    ran = cli.run("bash", 'echo "{}" > app.db', env=env)
+    assert "earshot: not covered by undo: app.db (ignored, changed)" in ran.stderr
+
+
+def test_a_deletion_inside_a_directory_over_the_budget_is_seen_and_said(cli: Cli) -> None:
+    env = cli.env(**SMALL_BUDGET)
+    cli.write(".gitignore", "data/\n")
+    for i in range(6):
+        cli.write(f"data/sub/f{i}", f"row {i}\n")
+    cli.run("snapshot", env=env)
+    ran = cli.run("bash", "python3 -c 'import os; os.unlink(\"data/sub/f4\")'", env=env)
+    assert "earshot: not covered by undo: data/sub/f4 (ignored, deleted)" in ran.stderr
+
+
+def test_rm_inside_a_directory_over_the_budget_is_undone_without_force(cli: Cli, tree: Any) -> None:
+    env = cli.env(**SMALL_BUDGET)
+    cli.write(".gitignore", "big/\n")
+    for d in range(3):
+        for i in range(4):
+            cli.write(f"big/d{d}/f{i}", f"{d}.{i}\n")
+    (cli.root / "big" / "d2" / "empty").mkdir()
+    cli.run("snapshot", env=env)
+    before = listing(tree, cli.root)
+    cli.run("bash", "rm -rf big/d0 big/d1/f3", env=env)
+    after = listing(tree, cli.root)
+    undo = cli.json("undo", env=env)
+    assert undo["conflicts"] == []
+    assert listing(tree, cli.root) == before
+    cli.run("redo", env=env)
+    assert listing(tree, cli.root) == after
+    cli.run("bash", "rm -rf big", env=env)
+    cli.run("undo", env=env)
+    assert listing(tree, cli.root) == after
+    cli.run("redo", env=env)
+    assert not (cli.root / "big").exists()
+
+
+def test_the_target_budget_holds_for_small_files_too(cli: Cli) -> None:
+    env = cli.env(EARSHOT_IGNORED_DIR_FILES="3", EARSHOT_TARGET_BUDGET="5K")
+    cli.write(".gitignore", "data/\n")
+    for i in range(10):
+        cli.write(f"data/f{i}", b"z" * 2000)
+    cli.run("snapshot", env=env)
+    ran = cli.run("bash", "rm -rf data", env=env)
+    said = [line for line in ran.stderr.splitlines() if "not covered" in line]
+    assert len(said) == 8, ran.stderr  # two fit the 5 KB budget
+
+
+def test_a_glob_that_matches_nothing_reads_nothing_first(cli: Cli) -> None:
+    env = cli.env(**SMALL_BUDGET)
+    cli.write(".gitignore", "*.bin\n")
+    for i in range(3):
+        cli.write(f"data{i}.bin", os.urandom(200_000))
+    cli.run("snapshot", env=env)
+    ran = cli.run("bash", "rm -f *.tmp", env=env)
+    assert "not covered" not in ran.stderr
+    assert cli.json("stats")["content_bytes"] < 100_000  # no .bin was read
+
+
+def test_an_undo_that_cannot_bring_back_one_half_of_a_move_keeps_the_other(
+    cli: Cli, tree: Any
+) -> None:
+    cli.write("src/a.py", "committed\n")
+    cli.write("src/b.py", "uncommitted work\n")
+    cli.run("bash", "mv src src2")
+    cli.write("src", "the person's note\n")  # in the way of src/ coming back
+    undo = cli.json("undo", expect=3)
+    assert sorted(undo["conflicts"]) == ["src/a.py", "src/b.py"]
+    assert (cli.root / "src2" / "b.py").read_text() == "uncommitted work\n"
+
+
+def test_a_new_directory_given_a_freed_inode_is_not_taken_for_the_old_one(cli: Cli) -> None:
+    # ext4 hands a freed inode to the next directory made: its mtime tells.
+    cli.write(".gitignore", ".cache/\ncache2/\n")
+    for attempt in range(3):
+        cli.write(f".cache/v{attempt}", "old\n")
+        cli.run("bash", "true")
+        cli.run("bash", "rm -rf .cache && mkdir cache2 && echo new > cache2/x")
+        undo = cli.json("undo", expect=None)
+        # cache2 is the batch's: it goes; .cache was a cache, not held: gone.
+        assert undo["moved"] == [], undo
+        assert not (cli.root / "cache2").exists() and not (cli.root / ".cache").exists()

@@ -693,8 +693,9 @@ def test_any_text_gets_a_verdict(text: str) -> None:
     [
         ("rm -rf data .env", ("data", ".env")),
         ("rm -- -odd", ("-odd",)),
-        ("cd sub && rm -f *.db", ("sub",)),
-        ("rm -rf data/*/cache", ("data",)),
+        ("cd sub && rm -f *.db", ("sub/*.db",)),
+        ("rm -rf data/*/cache", ("data/*/cache",)),
+        ("rm -rf {data,x}/c dat?", ("data/c", "x/c", "dat?")),
         ("find build tmp -name '*.o' -delete", ("build", "tmp")),
         ("find -delete", (".",)),
         ("git clean -fdx", (".",)),

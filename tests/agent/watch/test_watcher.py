@@ -157,17 +157,19 @@ def test_caches_and_git_are_never_watched_and_ignored_names_are_reported(
     (root / "dist/x").mkdir(parents=True)
     (root / "src/app").mkdir(parents=True)
     with Watcher(root, data_dir) as w:
-        # root, src, src/app, the cookie directory and .git (for its index,
-        # never its content): nothing else.
-        assert kernel_watches(w) == 5
-        assert w.status()["watches"] == 5
+        # root, src, src/app, the cookie directory, .git (for its index, never
+        # its content), and the listings of node_modules and dist alone (their
+        # identity is recorded): nothing below them.
+        assert kernel_watches(w) == 7
+        assert w.status()["watches"] == 7
         t = w.token()
         sh(root, "echo 1 > node_modules/pkg1/lib/i.js; echo 2 > .git/objects/01/obj")
         sh(root, "echo 3 > x.log")
         sh(root, "mkdir node_modules/new; mkdir -p src/.git/refs; echo 4 > src/app/m.py")
-        # x.log is ignored, but a scan records that it exists (and keeps it).
-        assert w.changed_since(t) == {"src/app/m.py", "x.log"}
-        assert kernel_watches(w) == 5
+        # x.log is ignored, but a scan records that it exists (and keeps it);
+        # node_modules' own listing changed: its identity (mtime) did.
+        assert w.changed_since(t) == {"src/app/m.py", "x.log", "node_modules"}
+        assert kernel_watches(w) == 7
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -181,9 +183,9 @@ def test_paths_the_git_index_tracks_are_watched_and_reported_though_ignored(
         (root / rel).write_text("x\n")
     git(root, "add", "-f", "build/keep/config.h", "fix.patch")
     with Watcher(root, data_dir) as w:
-        # root, build, build/keep, cookies, .git (for the index) and .git/info
-        # (for info/exclude): not build/other
-        assert kernel_watches(w) == 6
+        # root, build, build/keep, cookies, .git (for the index), .git/info
+        # (for info/exclude), and build/other's own listing: nothing below it
+        assert kernel_watches(w) == 7
         t = w.token()
         sh(root, "echo 1 >> build/keep/config.h; echo 2 >> fix.patch")
         sh(root, "echo 3 >> build/other/out.o; echo 4 >> junk.patch")
@@ -200,7 +202,7 @@ def test_an_ignore_file_edit_re_decides_what_is_watched(root: Path, data_dir: Pa
     (root / "sub/build/out").mkdir(parents=True)
     (root / "sub/.gitignore").write_text("build/\n")
     with Watcher(root, data_dir) as w:
-        assert kernel_watches(w) == 3  # root, sub, cookies
+        assert kernel_watches(w) == 4  # root, sub, cookies, sub/build's own listing
         t = w.token()
         (root / "sub/.gitignore").write_text("")
         seen = w.changed_since(t)
