@@ -169,7 +169,7 @@ MUTANTS = [
         "tests/cli/test_ignored_undo.py -k shows_a_directory",
     ),
     (
-        "agent/core/reversal.py",
+        "agent/core/moves.py",
         "        if source is not None:\n            out[step.path] = source",
         "        if False:\n            out[step.path] = source",
         "tests/cli/test_ignored_undo.py -k moved_directory_with_ignored",
@@ -225,7 +225,7 @@ MUTANTS = [
     ),
     (
         "cas/scan.py",
-        "if not keep.enabled or rules.mode == SPARSE or size > keep.max_file:",
+        "if not keep.enabled or rules.mode in (SPARSE, LISTED) or size > keep.max_file:",
         "if True:",
         "tests/cli/test_ignored_undo.py -k script_deletes",
     ),
@@ -267,9 +267,9 @@ MUTANTS = [
         "tests/cli/test_ignored_undo.py -k one_half_of_a_move",
     ),
     (
-        "agent/core/reversal.py",
-        "        return (st.st_ino, st.st_mtime_ns, is_dir, 0 if is_dir else st.st_size)",
-        "        return None",
+        "agent/core/moves.py",
+        "    return (st.st_ino, st.st_mtime_ns, is_dir, 0 if is_dir else st.st_size)",
+        "    return None",
         "tests/cli/test_ignored_undo.py -k moved_out_of_a_directory",
     ),
     (

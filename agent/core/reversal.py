@@ -16,13 +16,12 @@ touched.
 
 from __future__ import annotations
 
-import os
-import stat
 from dataclasses import dataclass, field
 from typing import Any
 
 from earshot.agent.core.batch import Batch, BatchKind, Change, State
 from earshot.agent.core.ledger import state_in
+from earshot.agent.core.moves import find_moves, ident_now, still_there
 from earshot.cas.apply import DIR_IN_THE_WAY, DIR_NOT_EMPTY, Applier
 from earshot.cas.digest import Digest
 from earshot.cas.intents import Held
@@ -30,7 +29,7 @@ from earshot.cas.lookup import is_dir, lookup
 from earshot.cas.objects import ObjectReader
 from earshot.cas.project import Project
 from earshot.cas.restore import RestorePlan
-from earshot.cas.tree import Ident, Kind, TreeEntry
+from earshot.cas.tree import Kind, TreeEntry
 
 #: Why undo keeps a created file whose content a conflicted path was to get back.
 MOVED_HALF = "holds what a path in conflict was to get back (the other half of a move); kept"
@@ -229,7 +228,7 @@ class Reverter:
         mkdirs: set[str] = set()
         with self.project.store.reader() as reader:
             currents = {s.path: state_in(reader, now_tree, s.path) for s in rev.steps}
-            moves = self._moves(rev.steps, currents)
+            moves = find_moves(self.project.root, rev.steps, currents)
             back = set(moves.values())
             # A directory moved back carries what the batches put below it.
             carried = tuple(f"{path}/" for path, source in moves.items() if path not in currents)
@@ -248,7 +247,7 @@ class Reverter:
             for dst, source in moves.items():
                 if dst not in currents:  # a directory found by its identity
                     self._parents(reader, now_tree, rev.anchor_tree, source, plan, mkdirs)
-                    plan.renames.append((dst, source, self._ident_now(dst)))
+                    plan.renames.append((dst, source, ident_now(self.project.root, dst)))
                     impact.moved.append((dst, source))
             for step in rev.steps:
                 current = currents[step.path]
@@ -268,14 +267,16 @@ class Reverter:
                         continue
                     source = moves[step.path]
                     self._parents(reader, now_tree, rev.anchor_tree, source, plan, mkdirs)
-                    plan.renames.append((step.path, source, self._ident_now(step.path)))
+                    plan.renames.append(
+                        (step.path, source, ident_now(self.project.root, step.path))
+                    )
                     impact.moved.append((step.path, source))
                     continue
                 if current == step.restore_to:
                     continue
                 # What earshot does not hold, it does not touch (promise 8).
                 if step.restore_to is not None and not step.restore_to.recorded:
-                    if not self._still(step.path, step.restore_to):
+                    if not still_there(self.project.root, step.path, step.restore_to):
                         impact.keep(step.path, not_held_before(step.restore_to))
                     continue
                 if current is not None and not current.recorded:
@@ -332,99 +333,6 @@ class Reverter:
             plan.deletes.remove((path, _entry_kept))
             impact.deleted.remove(path)
             impact.keep(path, MOVED_HALF, final=False)
-
-    def _moves(self, steps: list[Step], currents: dict[str, State | None]) -> dict[str, str]:
-        """Entries whose content is not held and that the reverted batches moved:
-        {where it is now: where it goes back}.
-
-        A path that vanished while unrecorded (its identity known: inode, mtime,
-        a file's size) and a path the batches created that holds that very
-        inode now, unchanged since, are one entry moved: undo renames it back
-        rather than keep one and delete the other. The created path may be
-        recorded now (moved to a name nothing ignores) or not; a directory
-        kept as one entry is found by its own identity among the directories
-        leading to what the batches created.
-        """
-        out: dict[str, str] = {}
-        expected = {step.path: step.expect for step in steps}
-        for step in steps:
-            # An undo's move back, replayed: where it went, it comes from.
-            there = step.moved
-            if (
-                there is not None
-                and currents[step.path] is None
-                and currents.get(there) is not None
-                and currents[there] == expected[there]
-            ):
-                out[there] = step.path
-        gone: dict[tuple[int, int, bool, int], str] = {}
-        for step in steps:
-            before = step.restore_to
-            if before is not None and before.ident is not None and currents[step.path] is None:
-                ident = before.ident
-                gone[(ident.ino, ident.mtime_ns, ident.is_dir, before.size)] = step.path
-        if not gone:
-            return out
-        seen_dirs: set[str] = set()
-        for step in steps:
-            now = currents[step.path]
-            if step.restore_to is not None or now is None or now != step.expect:
-                continue
-            if step.path in out:
-                continue
-            key = self._key_now(step.path, now)
-            source = gone.pop(key, None) if key is not None else None
-            if source is not None:
-                out[step.path] = source
-                continue
-            # A directory moved whole, found by what the batches created below it.
-            parts = step.path.split("/")[:-1]
-            for depth in range(1, len(parts) + 1):
-                ancestor = "/".join(parts[:depth])
-                if ancestor in seen_dirs or ancestor in out:
-                    continue
-                seen_dirs.add(ancestor)
-                found = self._key_now(ancestor, None)
-                source = gone.pop(found, None) if found is not None else None
-                if source is not None:
-                    out[ancestor] = source
-                    break
-        return out
-
-    def _key_now(self, path: str, state: State | None) -> tuple[int, int, bool, int] | None:
-        """What identifies the entry at ``path`` now: from its unrecorded state, or
-        from the disk for one recorded (a file's size counts; a directory's is 0)."""
-        if state is not None and state.ident is not None:
-            ident = state.ident
-            return (ident.ino, ident.mtime_ns, ident.is_dir, state.size)
-        try:
-            st = os.lstat(os.path.join(self.project.root, path))
-        except OSError:
-            return None
-        is_dir = stat.S_ISDIR(st.st_mode)
-        return (st.st_ino, st.st_mtime_ns, is_dir, 0 if is_dir else st.st_size)
-
-    def _ident_now(self, path: str) -> Ident:
-        """The identity the rename back checks (the applier checks it again on disk)."""
-        key = self._key_now(path, None)
-        assert key is not None
-        return Ident(key[0], key[1], key[2])
-
-    def _still(self, path: str, state: State) -> bool:
-        """Whether the disk holds the very file or directory ``state`` names (its
-        identity): a path only the rules made recorded since is as it was."""
-        if state.ident is None:
-            return False
-        try:
-            st = os.lstat(os.path.join(self.project.root, path))
-        except OSError:
-            return False
-        if (st.st_ino, stat.S_ISDIR(st.st_mode)) != (state.ident.ino, state.ident.is_dir):
-            return False
-        return state.ident.is_dir or (st.st_mtime_ns, st.st_size) == (
-            state.ident.mtime_ns,
-            state.size,
-        )
 
     @staticmethod
     def _plan_delete(
