@@ -269,7 +269,10 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> list[dict[str,
             for _ in range(args.repeat)
         ]
     )
-    tree_bytes = sum(p.stat().st_size for p in trees["git"].rglob("*") if p.is_file())
+    on_disk = [p for p in trees["git"].rglob("*") if p.is_file() and ".git" not in p.parts]
+    tree_bytes = sum(p.stat().st_size for p in on_disk)
+    if args.tree:  # a real tree: its own count, not --files
+        files = len(on_disk)
     return [
         {
             "python_floor_s": floor,

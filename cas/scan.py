@@ -520,8 +520,9 @@ class Scanner:
         if keep.enabled:
             was_kept = cached is not None and cached[0] == K_DIR and cached[7] == FLAG_DIR_KEPT
             listed_as_before = same and cached is not None and cached[7] == FLAG_DIR_LISTED
-            if was_kept or (not listed_as_before and not self._one_entry(cached, st)
-                            and within_budget(path, keep)):  # fmt: skip
+            # Measured only when it was not found over the budget with this listing.
+            measure = not listed_as_before and not self._one_entry(cached, st)
+            if was_kept or (measure and within_budget(path, keep)):
                 self._budget = Budget(keep)
                 try:
                     return self._dir(path, rel, st, rules.below_ignored(KEPT), FLAG_DIR_KEPT)
