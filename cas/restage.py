@@ -10,9 +10,9 @@ is what the tree records.
 Paths are judged as a full scan judges them: the rules of each directory
 are carried down from the root (a nested repository brings its own), and
 a path the index tracks is recorded whatever the rules say. An ignored
-directory a named path lies in is judged whole, as a scan judges it (kept
-within the budget, sparse, or existence only): its verdict is about all of
-it.
+directory a named path lies in is read again only where named when the
+last walk walked it (kept, listed, sparse: its cache key says); else it is
+judged whole, as a scan judges it: its verdict is about all of it.
 """
 
 from __future__ import annotations
@@ -193,11 +193,12 @@ def _update(
             entries[key] = TreeEntry(key, Kind.DIR, stat.S_IMODE(st.st_mode), 0, subtree)
             continue
         whole = _is_whole(node) or not is_dir or old is None or old.kind is not Kind.DIR
-        if cached is None:
+        ignored_dir = verdict in (V_GIT, V_GIT_TRACKED) and not whole
+        if cached is None and (ignored_dir or whole or verdict or rules.mode is not None):
             record = load_record(reader.view, rel_dir) if scanner.use_cache else None
             cached = record.entries if record is not None else {}
-        below = rules.mode or _walked_as(cached.get(name))
-        if not whole and below is not None and verdict in (V_GIT, V_GIT_TRACKED):
+        below = rules.mode or _walked_as((cached or {}).get(name)) if ignored_dir else None
+        if below is not None:
             # An ignored directory walked last time (kept, listed, sparse): only
             # the named paths are read again, as in any directory.
             inner = rules.below_ignored(below).descend(rel, path)
@@ -209,7 +210,7 @@ def _update(
             # Read whole; so is an ignored directory not walked last time: its
             # verdict (kept, listed, one entry) is about all of it.
             replaced.drop(scanner, old)
-            found = scanner._entry(path, rel, st, cached.get(name), rules, verdict)
+            found = scanner._entry(path, rel, st, (cached or {}).get(name), rules, verdict)
             if found is None:
                 entries.pop(key, None)
             else:
