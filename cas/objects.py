@@ -38,9 +38,13 @@ from .varint import decode_uvarint, encode_uvarint
 
 #: 2: intents, sealed agent records, and no stat-cache record of format 1
 #: (which a kill could leave naming a missing object) is trusted.
-FORMAT_VERSION = b"2"
+#: 3: trees may hold unrecorded entries with their identity (inode, mtime)
+#: and the reasons of what git ignores (``tree.Unrecorded``), which an
+#: earshot reading format 2 would take for corrupt trees: it refuses the
+#: store in words instead. A format-2 store is opened as it is.
+FORMAT_VERSION = b"3"
 #: Formats this version opens, upgrading them in place to FORMAT_VERSION.
-UPGRADES_FROM = (b"1",)
+UPGRADES_FROM = (b"1", b"2")
 PACK_TARGET = 4 << 20
 #: Buffered objects are committed once they pass this (bounded memory on huge trees).
 FLUSH_BYTES = 64 << 20
