@@ -21,6 +21,7 @@ from typing import Any
 
 from earshot.agent.core.batch import Batch, BatchKind, Change
 from earshot.agent.core.ledger import mark_ambiguous, merge_ledger
+from earshot.agent.core.moves import moves_in
 from earshot.agent.core.records import (
     SessionRecord,
     WatchMark,
@@ -124,6 +125,9 @@ def commit_batch(
     made by the caller, started in the same transaction.
     """
     now = time.time_ns()
+    # What the batch moved of what is not held (outside the transaction: it
+    # looks at the disk); a directory moved whole is found by undo alone.
+    moved = moves_in(project.root, draft.ledger) if draft.kind is BatchKind.CALLS else {}
     faults.point("batch-commit")
     with project.store.backend.write() as txn:
         beside = note_batch_span(txn, session.id, started_ns, now) or overlap
@@ -141,7 +145,10 @@ def commit_batch(
             calls=draft.calls,
             before=draft.before,
             after=draft.after,
-            ledger=tuple(merge_ledger(ledger)),
+            ledger=tuple(
+                replace(c, moved=moved[c.path]) if c.path in moved else c
+                for c in merge_ledger(ledger)
+            ),
             folded=draft.folded,
             targets=draft.targets,
             interrupted=draft.interrupted,

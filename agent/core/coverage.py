@@ -72,7 +72,9 @@ def uncovered(ledger: Sequence[Change]) -> list[Uncovered]:
         if _unheld(before):
             assert before is not None
             if after is None:
-                if before.ident is not None and (before.ident, before.size) in appeared:
+                if line.moved is not None or (
+                    before.ident is not None and (before.ident, before.size) in appeared
+                ):
                     continue  # moved: undo renames it back
                 out.append(Uncovered(line.path, _short(before), "deleted", before.is_dir))
             elif _unheld(after):

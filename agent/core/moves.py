@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from earshot.agent.core.batch import State
+from earshot.agent.core.batch import Change, State
 from earshot.cas.tree import Ident
 
 #: (inode, mtime_ns, is a directory, size; 0 for a directory)
@@ -81,17 +81,10 @@ def find_moves(
             out[step.path] = source
             continue
         # A directory moved whole, found by what the batches created below it.
-        parts = step.path.split("/")[:-1]
-        for depth in range(1, len(parts) + 1):
-            ancestor = "/".join(parts[:depth])
-            if ancestor in seen_dirs or ancestor in out:
-                continue
-            seen_dirs.add(ancestor)
-            found = key_now(root, ancestor, None)
-            source = gone.pop(found, None) if found is not None else None
-            if source is not None:
-                out[ancestor] = source
-                break
+        seen_dirs |= set(out)
+        ancestor = _moved_ancestor(root, step.path, gone, seen_dirs)
+        if ancestor is not None:
+            out[ancestor[0]] = gone.pop(ancestor[1])
     return out
 
 
@@ -131,3 +124,48 @@ def still_there(root: Path, path: str, state: State) -> bool:
         state.ident.mtime_ns,
         state.size,
     )
+
+
+def moves_in(root: Path, ledger: Sequence[Change]) -> dict[str, str]:
+    """{a path that vanished unrecorded: the created path that holds it now}, for
+    a batch about to commit: what it moved is then not "deleted" in its record
+    (undo finds the move on disk again, ``find_moves``)."""
+    gone: dict[Key, str] = {}
+    for line in ledger:
+        before = line.before
+        if line.after is None and before is not None and before.ident is not None:
+            ident = before.ident
+            gone[(ident.ino, ident.mtime_ns, ident.is_dir, before.size)] = line.path
+    out: dict[str, str] = {}
+    if not gone:
+        return out
+    seen_dirs: set[str] = set()
+    for line in ledger:
+        if line.before is not None or line.after is None:
+            continue
+        key = key_now(root, line.path, line.after)
+        source = gone.pop(key, None) if key is not None else None
+        if source is not None:
+            out[source] = line.path
+            continue
+        ancestor = _moved_ancestor(root, line.path, gone, seen_dirs)
+        if ancestor is not None:
+            out[gone.pop(ancestor[1])] = ancestor[0]
+    return out
+
+
+def _moved_ancestor(
+    root: Path, path: str, gone: Mapping[Key, str], seen: set[str]
+) -> tuple[str, Key] | None:
+    """A directory leading to ``path`` that holds the identity of one that vanished:
+    a directory kept as one entry, moved whole (its path now, and its key)."""
+    parts = path.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        ancestor = "/".join(parts[:depth])
+        if ancestor in seen:
+            continue
+        seen.add(ancestor)
+        found = key_now(root, ancestor, None)
+        if found is not None and found in gone:
+            return ancestor, found
+    return None

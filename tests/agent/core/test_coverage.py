@@ -41,6 +41,15 @@ def test_a_path_moved_to_a_new_name_with_its_identity_is_covered() -> None:
     assert uncovered(ledger) == []
 
 
+def test_a_path_the_commit_found_moved_to_a_recorded_name_is_covered() -> None:
+    ledger = [
+        Change(".env", unrecorded("ignored", 9), None, 0, moved="env.txt"),
+        Change("env.txt", None, FILE, 0),  # recorded now: no identity to pair with
+        Change("gone.env", unrecorded("ignored", 10), None, 0),
+    ]
+    assert uncovered(ledger) == [Uncovered("gone.env", "ignored", "deleted")]
+
+
 def test_the_lines_name_each_path_and_count_the_rest() -> None:
     items = [Uncovered(f"f{i}", "ignored", "deleted") for i in range(12)]
     shown = lines(items, shown=2)
