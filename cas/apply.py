@@ -34,6 +34,8 @@ DIR_NOT_EMPTY = "directory not empty; kept"
 DIR_IN_THE_WAY = "a directory is in the way; kept"
 #: renameat2's flag: fail with EEXIST rather than replace the destination.
 _RENAME_NOREPLACE = 1
+#: Why a write or a delete did not happen: the path changed after the plan.
+CHANGED_SINCE_PLANNED = "changed since it was planned; kept"
 _renameat2: Callable[..., int] | None = None
 
 
@@ -213,7 +215,7 @@ class Applier:
             for path in sorted(plan.rmdirs, key=lambda p: -p.count("/")):
                 self._guard(path, self._rmdir, path)
             for path, entry in plan.writes:
-                self._guard(path, self._write, path, entry)
+                self._guard(path, self._write, path, entry, plan)
             file_modes = [(p, e) for p, e in plan.chmods if e.kind is not Kind.DIR]
             dir_modes = [(p, e) for p, e in plan.chmods if e.kind is Kind.DIR]
             dir_modes += [(p, e) for p, e in plan.mkdirs]
@@ -237,7 +239,7 @@ class Applier:
 
     def _delete(self, path: str, entry: TreeEntry) -> None:
         if not still_is(self.handles, path, entry):
-            self.result.skipped.append((path, "changed since it was planned; kept"))
+            self.result.skipped.append((path, CHANGED_SINCE_PLANNED))
             return
         fd, name = self.handles.parent(path)
         faults.point("restore-delete")
@@ -298,7 +300,16 @@ class Applier:
         self._counter += 1
         return self.temp_prefix + str(self._counter).encode()
 
-    def _write(self, path: str, entry: TreeEntry) -> None:
+    def _still_replaces(self, path: str, plan: RestorePlan) -> bool:
+        """Is what the write would replace still what the plan saw (if it said)?"""
+        if path not in plan.replaces:
+            return True
+        replaces = plan.replaces[path]
+        if replaces is None or replaces.kind is Kind.DIR:  # a directory: removed by now
+            return _lstat(self.handles, path) is None
+        return still_is(self.handles, path, replaces)
+
+    def _write(self, path: str, entry: TreeEntry, plan: RestorePlan) -> None:
         assert entry.digest is not None
         fd, name = self.handles.parent(path)
         current = _lstat(self.handles, path)
@@ -315,6 +326,12 @@ class Applier:
             else:
                 self._write_file(fd, temp, entry)
             faults.point("restore-rename")
+            # Checked just before the rename, as a delete is: an edit made
+            # since the plan (while the undo was applying) is never overwritten.
+            if not self._still_replaces(path, plan):
+                os.unlink(temp, dir_fd=fd)
+                self.result.skipped.append((path, CHANGED_SINCE_PLANNED))
+                return
             os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
         except BaseException:
             with contextlib.suppress(OSError):

@@ -11,7 +11,8 @@ unless ``$EARSHOT_FAULTS`` names the site:
 every one after it, a disk that stays full); ``action`` is ``kill``
 (SIGKILL to this process, the default), ``term`` (SIGTERM), ``int``
 (SIGINT, as Ctrl-C), ``hang`` (sleep an hour there: a store that
-never answers, for timeouts), ``enospc`` or ``eio`` (raise that OSError
+never answers, for timeouts), ``stop`` (SIGSTOP: the test acts, say edits
+a file, then sends SIGCONT to the pid the line names), ``enospc`` or ``eio`` (raise that OSError
 there). Before firing, the point writes
 ``earshot-fault: SITE`` to stderr, so a test can assert where the crash was.
 The plan is read once, at import; unset, a point costs one global lookup.
@@ -25,7 +26,7 @@ import signal
 import time
 
 ENV = "EARSHOT_FAULTS"
-_ACTIONS = ("kill", "term", "int", "hang", "enospc", "eio")
+_ACTIONS = ("kill", "term", "int", "hang", "stop", "enospc", "eio")
 
 
 def _parse(text: str) -> dict[str, tuple[int, bool, str]]:
@@ -38,7 +39,7 @@ def _parse(text: str) -> dict[str, tuple[int, bool, str]]:
         nth = nth.removesuffix("+")
         if action not in _ACTIONS or (nth and not nth.isdigit()):
             raise ValueError(
-                f"{ENV}: cannot read {item!r} (site[@N[+]][=kill|term|int|hang|enospc|eio])"
+                f"{ENV}: cannot read {item!r} (site[@N[+]][=kill|term|int|hang|stop|enospc|eio])"
             )
         plan[site] = (int(nth or 1), onward, action)
     return plan
@@ -80,6 +81,10 @@ def point(site: str) -> None:
     _SEEN[site] = count
     nth, onward, action = _PLAN[site]
     if count != nth and not (onward and count > nth):
+        return
+    if action == "stop":
+        os.write(2, f"earshot-fault: {site} (stopped: pid {os.getpid()})\n".encode())
+        os.kill(os.getpid(), signal.SIGSTOP)
         return
     os.write(2, f"earshot-fault: {site}\n".encode())
     if action == "kill":

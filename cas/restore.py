@@ -59,6 +59,14 @@ class RestorePlan:
     #: (from, to, identity): an entry whose content is not held, moved back
     #: by a rename, only while ``from`` is still that inode and ``to`` is free.
     renames: list[tuple[str, str, Ident]] = field(default_factory=list)
+    #: What each write replaces, as planned (None: nothing). The applier checks
+    #: it again just before its rename: an edit made meanwhile is kept.
+    replaces: dict[str, TreeEntry | None] = field(default_factory=dict)
+
+    def write(self, path: str, entry: TreeEntry, replaces: TreeEntry | None) -> None:
+        """Plan writing ``entry`` at ``path`` over ``replaces`` (what is there now)."""
+        self.writes.append((path, entry))
+        self.replaces[path] = replaces
 
     @property
     def empty(self) -> bool:
@@ -174,10 +182,10 @@ class _Planner:
             if not self.extra(path, cur, rules):
                 plan.skipped.append((path, "a directory with kept content is in the way"))
                 return False
-            plan.writes.append((path, tgt))
+            plan.write(path, tgt, None)  # the directory is removed first
             return True
         if cur is None or cur.kind is not tgt.kind or cur.digest != tgt.digest:
-            plan.writes.append((path, tgt))
+            plan.write(path, tgt, cur)
         elif cur.mode != tgt.mode:
             plan.chmods.append((path, tgt))
         return True

@@ -166,7 +166,7 @@ MUTANTS = [
         "agent/core/ledger.py",
         "                if old_side and before is None:",
         "                if False:",
-        "tests/cli/test_ignored_undo.py -k shows_a_directory",
+        "tests/cli/test_ignored_undo.py -k shows_a_cache",
     ),
     (
         "agent/core/moves.py",
@@ -277,6 +277,19 @@ MUTANTS = [
         "            replace(c, moved=moved[c.path]) if c.path in moved else c",
         "            c",
         "tests/cli/test_ignored_undo.py -k recorded_name_is_moved_back",
+    ),
+    # Appliers check before they write (an edit made while undo applies).
+    (
+        "cas/apply.py",
+        "            if not self._still_replaces(path, plan):",
+        "            if False:",
+        "tests/cli/test_apply_races.py -k edited_while_undo",
+    ),
+    (
+        "cas/apply.py",
+        "            return _lstat(self.handles, path) is None",
+        "            return True",
+        "tests/cli/test_apply_races.py -k created_where",
     ),
 ]
 

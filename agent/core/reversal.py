@@ -307,7 +307,10 @@ class Reverter:
                     # A directory where the file was: removed once what the
                     # batches put in it is gone, then the file written.
                     plan.rmdirs.append(step.path)
-                plan.writes.append((step.path, entry))
+                    current = None
+                plan.write(
+                    step.path, entry, None if current is None else _entry(step.path, current)
+                )
                 impact.restored.append(step.path)
             self._keep_what_a_conflict_needs(rev, plan, impact)
             rmdirs: set[str] = set(plan.rmdirs)

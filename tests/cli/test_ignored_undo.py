@@ -272,6 +272,26 @@ def test_a_batch_that_shows_a_directory_kept_as_existence_does_not_make_undo_del
     assert listing(tree, cli.root) == before
 
 
+def test_a_batch_that_shows_a_cache_kept_as_one_entry_does_not_make_undo_delete_it(
+    cli: Cli, tree: Any
+) -> None:
+    # An ignored node_modules is a regenerable cache: the directory's existence
+    # only, nothing of what is in it. Un-ignored by the batch, its files are
+    # recorded after it, "inside an unrecorded directory" before: not created.
+    cli.write(".gitignore", "node_modules/\n")
+    cli.write("node_modules/pkg/index.js", "module.exports = 1\n")
+    cli.write("node_modules/pkg/package.json", "{}\n")
+    before = listing(tree, cli.root)
+    cli.run("bash", "printf '' > .gitignore")
+    undo = cli.json("undo", expect=3)  # whether the batch made them is not known: kept
+    assert (undo["deleted"], undo["conflicts"]) == ([], [])
+    assert sorted(k["path"] for k in undo["kept"]) == [
+        "node_modules/pkg/index.js",
+        "node_modules/pkg/package.json",
+    ]
+    assert listing(tree, cli.root) == before
+
+
 def test_a_write_into_a_cache_or_an_excluded_path_is_undone(cli: Cli, tree: Any) -> None:
     # What a write names is recorded whatever the rules say, before and after.
     cli.write(".gitignore", "node_modules/\n")
