@@ -167,10 +167,18 @@ def hosting(watcher: Watcher) -> daemon.Host:
             return {"noted": False, "build": build}
         return {"noted": _note_hook_event(watcher, doc, advance)}
 
-    def host(conn: socket.socket, doc: dict[str, Any], fds: list[int], rest: bytes) -> None:
+    def host(conn: socket.socket, doc: dict[str, Any], fds: list[int], rest: bytes) -> bool:
+        """Run the request in a worker; False when it was refused (it runs in the client)."""
+        why = _credentials_differ(doc.get("peer"))
+        if why is not None:
+            _Lines(conn, rest).send({"op": "refused", "why": why})
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+            return False
         if spare.hand_over(conn, doc, fds, rest):
             spare.refill()  # the next request's worker, forked while this one runs
-            return
+            return True
         try:
             pid = os.fork()
         except OSError as exc:
@@ -178,7 +186,7 @@ def hosting(watcher: Watcher) -> daemon.Host:
             conn.close()
             for fd in fds:
                 os.close(fd)
-            return
+            return False
         if pid == 0:
             code = 1
             try:
@@ -189,9 +197,29 @@ def hosting(watcher: Watcher) -> daemon.Host:
         for fd in fds:
             os.close(fd)
         threading.Thread(target=_reap, args=(pid,), daemon=True).start()
+        return True
 
     host.ops = {"hook-event": hook_event}  # type: ignore[attr-defined]
     return host
+
+
+def _credentials_differ(pid: object) -> str | None:
+    """Why a caller must not be hosted: a worker runs with the daemon's groups,
+    so a caller with other ones (a dropped supplementary group, ``sg``,
+    ``newgrp``) would gain or lose access through it; None: the same."""
+    if not isinstance(pid, int):
+        return "the caller is not known"
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            fields = dict(line.split(":", 1) for line in status if ":" in line)
+    except OSError:
+        return "the caller is gone"
+    gids = fields.get("Gid", "").split()
+    groups = {int(g) for g in fields.get("Groups", "").split() if g.isdigit()}
+    egid = int(gids[1]) if len(gids) > 1 and gids[1].isdigit() else -1
+    if egid != os.getegid() or groups != set(os.getgroups()):
+        return "the caller's groups differ from the daemon's"
+    return None
 
 
 def _note_hook_event(watcher: Watcher, doc: dict[str, Any], advance: daemon.Advance) -> bool:

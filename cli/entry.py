@@ -23,7 +23,7 @@ import os
 import sys
 
 from earshot.agent.watch import protocol
-from earshot.cli import lean
+from earshot.cli import lean, trust
 
 # Importing typing costs a few ms of every call; annotations are not
 # evaluated here, so type checkers alone need it.
@@ -39,6 +39,8 @@ _CONNECT_S = 0.5
 _HELLO_S = 2.0
 #: The hook event this process answers, if it is one: (agent, payload, strict).
 _HOOK: list[tuple[str, Any, bool]] = []
+#: Why the daemon was not trusted, once said.
+_REFUSED: list[str] = []
 
 
 def main() -> None:
@@ -114,7 +116,7 @@ def _noted_by_daemon(agent: str, data: bytes, root: str) -> bool:
     ``earshot.agent.core.watched``); False: the event runs as any other."""
     if not os.path.isdir(root):
         return False
-    sock = _connect(protocol.alias_path(protocol.data_home(), os.path.realpath(root)))
+    sock = _connect_trusted(protocol.alias_path(protocol.data_home(), os.path.realpath(root)))
     if sock is None:
         return False
     channel = _Channel(sock)
@@ -169,6 +171,28 @@ def _root(argv: list[str]) -> str:
         if arg.startswith("--root="):
             return arg.partition("=")[2]
     return "."
+
+
+def _connect_trusted(alias: str) -> Any:
+    """A connection to the daemon behind ``alias``, if this user may trust it
+    (``earshot.cli.trust``); None, said once in one line, when it may not."""
+    why = trust.path_refusal(alias)
+    if why is not None:
+        return _refuse(why)
+    sock = _connect(alias)
+    if sock is None:
+        return None
+    why = trust.peer_refusal(sock)
+    if why is not None:
+        sock.close()
+        return _refuse(why)
+    return sock
+
+
+def _refuse(why: str) -> None:
+    if not _REFUSED:
+        _REFUSED.append(why)
+        print(f"earshot: not using the watch daemon: {why}; running here", file=sys.stderr)
 
 
 def _connect(path: str) -> Any:
@@ -226,7 +250,7 @@ def _through_daemon(argv: list[str]) -> int | None:
     if not os.path.isdir(root):
         return None  # the full CLI says so, in its words
     alias = protocol.alias_path(protocol.data_home(), os.path.realpath(root))
-    sock = _connect(alias)
+    sock = _connect_trusted(alias)
     if sock is None:
         return None
     channel = _Channel(sock)
@@ -321,6 +345,9 @@ def _serve(channel: _Channel, worker: list[int], pending: list[int]) -> int | No
         elif op == "done":
             return int(doc.get("rc", 1))
         elif op == "refused":
+            why = doc.get("why")
+            if isinstance(why, str):  # a refusal of trust, not of means (a failed fork)
+                _refuse(why)
             return None
 
 

@@ -18,6 +18,7 @@ command may start the daemon; see :func:`ensure_daemon`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -164,6 +165,11 @@ class Connection:
             sock.settimeout(self.connect_timeout)
             with unix_address(self.paths.socket) as address:
                 sock.connect(address)
+            # Only a daemon of this user is asked what changed: another's
+            # "nothing" would be recorded as the truth.
+            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+            if int.from_bytes(creds[4:8], sys.byteorder) != os.geteuid():
+                raise PermissionError(errno.EPERM, "the daemon runs as another user")
         except OSError:
             sock.close()
             raise

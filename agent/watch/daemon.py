@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
     #: Serves one ``run`` request: (the connection, the request, the descriptors
     #: that came with it, what was read after it); owns all of them.
-    Host = Callable[[socket.socket, dict[str, Any], list[int], bytes], None]
+    Host = Callable[[socket.socket, dict[str, Any], list[int], bytes], bool]
     #: ``advance(token)``: the paths changed since a token this daemon gave out
     #: (``"<epoch>:<n>"``; None: a gap, or another daemon's), and the next token.
     Advance = Callable[[object], tuple["set[str] | None", str]]
@@ -232,10 +232,10 @@ class Server:
                         reply = self.handle_elsewhere(doc)
                     elif doc.get("op") == "run" and self.host is not None and len(fds) == 3:
                         self.last = time.monotonic()
-                        self.hosted += 1
                         stack.pop_all()  # the host owns the connection now
                         doc["peer"] = peer  # the caller, as the kernel names it
-                        self.host(conn, doc, fds, buf)
+                        if self.host(conn, doc, fds, buf):
+                            self.hosted += 1
                         return
                     else:
                         _close_all(fds)

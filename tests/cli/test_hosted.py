@@ -391,3 +391,134 @@ def test_the_daemon_keeps_a_spare_worker_that_exits_with_it(served: Cli) -> None
         time.sleep(0.05)
     else:
         raise AssertionError("the spare worker outlived its daemon")
+
+
+# -- one user, one daemon: the client trusts only its own ----------------------
+
+SETPRIV = "/usr/bin/setpriv"
+NOBODY = 65534
+
+
+def _needs_root_and_setpriv() -> None:
+    if os.geteuid() != 0 or not os.path.exists(SETPRIV):
+        pytest.skip("needs root and setpriv to act as another user")
+
+
+_OTHER_USERS_DAEMON = """
+import socket, sys
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=int(sys.argv[1]))
+listener.listen(4)  # the listener's credentials are what a client sees
+print("listening", flush=True)
+while True:
+    conn, _ = listener.accept()
+    with conn:
+        conn.settimeout(5)
+        try:
+            data = conn.recv(1 << 16)
+            print(data.hex(), flush=True)
+            if data:  # as a daemon would: hello, then take what comes
+                conn.sendall(b'{"v": 2, "hosts": true}\\n')
+                while chunk := conn.recv(1 << 16):
+                    print(chunk.hex(), flush=True)
+        except OSError:
+            pass
+"""
+
+
+def _other_users_daemon(cli: Cli, tmp_path: Path, alias_dir_owner: int) -> subprocess.Popen[str]:
+    """A process of another user serving the root's socket path (its stdout: what it
+    received, in hex). The socket's directory is root's and closed to others;
+    the alias's directory belongs to ``alias_dir_owner``."""
+    served_from = tmp_path / "sockets"
+    served_from.mkdir(mode=0o700)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(served_from / "sock"))  # bound here, listened to there
+    as_nobody = (SETPRIV, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
+    proc = subprocess.Popen(
+        [*as_nobody, sys.executable, "-c", _OTHER_USERS_DAEMON, str(sock.fileno())],
+        stdout=subprocess.PIPE,
+        text=True,
+        pass_fds=(sock.fileno(),),
+    )
+    sock.close()
+    assert proc.stdout is not None and proc.stdout.readline() == "listening\n"
+    alias = Path(protocol.alias_path(str(cli.home), os.path.realpath(cli.root)))
+    alias.parent.mkdir(parents=True, mode=0o755)
+    os.chown(alias.parent, alias_dir_owner, alias_dir_owner)
+    alias.symlink_to(served_from / "sock")
+    return proc
+
+
+@pytest.mark.parametrize("where", ["socket served by another user", "home of another user"])
+def test_a_daemon_of_another_user_is_sent_nothing_and_the_call_runs_here(
+    cli: Cli, tmp_path: Path, where: str
+) -> None:
+    _needs_root_and_setpriv()
+    owner = NOBODY if where == "home of another user" else 0
+    proc = _other_users_daemon(cli, tmp_path, owner)
+    try:
+        env = cli.env(API_KEY="sk-do-not-leak")
+        ran = cli.run("bash", "echo ran > ran.txt", env=env)
+    finally:
+        proc.kill()
+        received = bytes.fromhex("".join(proc.communicate()[0].split()))
+    assert (cli.root / "ran.txt").read_text() == "ran\n"  # it ran here, for real
+    assert b"sk-do-not-leak" not in received and b'"run"' not in received, received
+    said = "belongs to uid 65534" if owner else "runs as uid 65534"
+    assert "not using the watch daemon: " in ran.stderr and said in ran.stderr, ran.stderr
+    assert ran.stderr.count("not using the watch daemon") == 1
+
+
+def test_a_world_writable_directory_on_the_socket_path_is_not_trusted(served: Cli) -> None:
+    alias = Path(protocol.alias_path(str(served.home), os.path.realpath(served.root)))
+    before = _status(served)["hosted_calls"]
+    os.chmod(alias.parent, 0o777)
+    try:
+        ran = served.run("bash", "echo x > x.txt")
+    finally:
+        os.chmod(alias.parent, 0o700)
+    assert "is writable by other users (mode 777)" in ran.stderr, ran.stderr
+    assert _status(served)["hosted_calls"] == before
+    served.run("bash", "echo y > y.txt")  # trusted again once mended
+    assert _status(served)["hosted_calls"] == before + 1
+
+
+def test_a_caller_with_other_groups_is_not_hosted(served: Cli) -> None:
+    # The worker would run with the daemon's groups: a caller that dropped one
+    # (or holds another) would gain or lose access through it.
+    _needs_root_and_setpriv()
+    before = _status(served)["hosted_calls"]
+    ran = served.run("bash", "echo x > x.txt", prefix=(SETPRIV, "--groups=0,4242", "--"))
+    assert "not using the watch daemon: the caller's groups differ" in ran.stderr, ran.stderr
+    assert (served.root / "x.txt").read_text() == "x\n"
+    assert _status(served)["hosted_calls"] == before
+    served.run("bash", "echo y > y.txt")  # the same groups: hosted
+    assert _status(served)["hosted_calls"] == before + 1
+
+
+def test_the_full_cli_asks_only_a_daemon_of_its_own_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In-process, a snapshot asks the daemon what changed: another user's
+    # "nothing" would be recorded as the truth.
+    from earshot.agent.watch import client
+
+    store = tmp_path / "store"
+    store.mkdir()
+    paths = client.DaemonPaths(str(tmp_path), tmp_path, store, *(store / n for n in "slg"))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(paths.socket))
+    listener.listen(4)
+
+    def answer() -> None:
+        while True:
+            conn, _ = listener.accept()
+            with conn:
+                if conn.recv(1 << 16):
+                    conn.sendall(b'{"v": 2, "ok": true}\n')
+
+    threading.Thread(target=answer, daemon=True).start()
+    assert client.ask(paths, {"op": "status"}) == {"v": 2, "ok": True}
+    monkeypatch.setattr(client.os, "geteuid", lambda: os.getuid() + 1)
+    assert client.ask(paths, {"op": "status"}) is None
+    listener.close()
