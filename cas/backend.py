@@ -21,11 +21,13 @@ from .schema import CORE_TABLES
 class StoreError(EarshotError):
     """The database under a backend failed (disk full, permissions, corruption)."""
 
-    def __init__(self, path: Path, why: str, no_space: bool = False) -> None:
+    def __init__(self, path: Path, why: str, no_space: bool = False, damaged: bool = False) -> None:
         super().__init__(why if no_space else f"store {path}: {why}")
         self.path = path
         #: The disk holding the store is full.
         self.no_space = no_space
+        #: The store's pages cannot be read (not one record: the file).
+        self.damaged = damaged
 
 
 #: Tables every store has. Higher layers may ask for more by name at open.

@@ -74,7 +74,30 @@ def store_failure(path: Path, exc: BaseException, writing: int = 0) -> StoreErro
             "space ('earshot gc' drops what only old sessions need)",
             no_space=True,
         )
+    if isinstance(exc, _DAMAGE):
+        return StoreError(
+            path,
+            f"damaged ({text}): this part of the store cannot be read; nothing was changed. "
+            "'earshot fsck' says what is damaged",
+            damaged=True,
+        )
     return StoreError(path, text)
+
+
+#: What LMDB says of pages it cannot read: a flipped byte, a torn write, another
+#: file put in the store's place. A transaction that met one is invalid after it
+#: (MDB_BAD_TXN on every later call).
+_DAMAGE = (
+    lmdb.CorruptedError,
+    lmdb.PageNotFoundError,
+    lmdb.BadTxnError,
+    lmdb.InvalidError,
+    lmdb.PanicError,
+    lmdb.BadDbiError,
+    lmdb.IncompatibleError,
+    lmdb.BadChecksumError,
+    lmdb.VersionMismatchError,
+)
 
 
 class StoreBusy(EarshotError):
@@ -180,6 +203,8 @@ class LmdbBackend:
             raise store_failure(self.path, exc) from None
         try:
             yield _LmdbView(self, txn)
+        except lmdb.Error as exc:  # a damaged page met while reading: one line, no traceback
+            raise store_failure(self.path, exc) from None
         finally:
             txn.abort()
 
@@ -189,6 +214,8 @@ class LmdbBackend:
         try:
             yield batch
             batch.flush()
+        except lmdb.Error as exc:
+            raise store_failure(self.path, exc) from None
         finally:
             batch.close()
 

@@ -13,8 +13,9 @@ index file's identity; the record holds only while the index is the same.
 Racy entries (mtime or ctime not safely older than the scan's start marker)
 are stored "smudged" (mtime -1), so they never match and are hashed again next
 time, as git does. Records are a cache, not a canonical encoding: they use
-``marshal`` (fast, C) with a version tag, and any record that fails to load is
-simply treated as absent.
+``marshal`` (fast, C) with a version tag and end with a checksum (BLAKE3,
+16 bytes); any record that fails to load or to match is simply treated as
+absent: its directory is read again.
 
 The same table keeps the paths last read from each git index, under the
 index file's identity (:class:`StoredPaths`): a later process whose scan
@@ -29,6 +30,8 @@ import marshal
 import os
 from dataclasses import dataclass
 
+import blake3
+
 from . import schema
 from .backend import ReadView, WriteBatch
 from .gitindex import PathsCache
@@ -36,7 +39,11 @@ from .gitindex import PathsCache
 #: 4: records carry the git index identity they depend on. Records of
 #: versions 2 and 3 are dropped, not trusted: those versions could commit a
 #: record naming an object still in flight (a kill then left it dangling).
-_VERSION = 4
+#: 5: each record ends with a checksum. A flipped byte in a record could
+#: otherwise load as another digest for an unchanged file, and the next
+#: snapshot would name content the file never had.
+_VERSION = 5
+_CHECK_SIZE = 16
 
 #: (kind, mode, size, mtime_ns, ctime_ns, ino, digest-or-None, reason-or-0)
 EntryKey = tuple[int, int, int, int, int, int, bytes | None, int]
@@ -71,10 +78,13 @@ def load_record(view: ReadView, rel: str) -> DirRecord | None:
 
 
 def decode_record(raw: bytes) -> DirRecord | None:
-    """A stored record, or None for one of another version or that fails to load."""
+    """A stored record, or None for one of another version, damaged, or that fails to load."""
+    body, check = raw[:-_CHECK_SIZE], raw[-_CHECK_SIZE:]
+    if raw[:1] == b"\0" or blake3.blake3(body).digest(_CHECK_SIZE) != check:
+        return None  # index paths (below), a record of version 4 or older, or damage
     try:
         version, stored_rel, fingerprint, tree, entries, dir_mtime, ignore_files, *rest = (
-            marshal.loads(raw)
+            marshal.loads(body)
         )
     except (ValueError, EOFError, TypeError):
         return None
@@ -91,7 +101,7 @@ def store_record(batch: WriteBatch, record: DirRecord) -> None:
     value = marshal.dumps(
         (_VERSION, *fields, record.dir_mtime, record.ignore_files, record.index_tag)
     )
-    schema.put_dir_record(batch, record.rel, value)
+    schema.put_dir_record(batch, record.rel, value + blake3.blake3(value).digest(_CHECK_SIZE))
 
 
 _PATHS_MAGIC = b"\0earshot.index-paths/1\0"

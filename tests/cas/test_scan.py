@@ -546,3 +546,23 @@ def test_a_bad_max_file_size_is_a_clear_error_naming_what_was_given(
     monkeypatch.setenv("EARSHOT_MAX_FILE_SIZE", text)
     with pytest.raises(BadSize, match=f"EARSHOT_MAX_FILE_SIZE={text!r}"):
         max_file_size_from_env()
+
+
+def test_a_stat_cache_record_with_a_flipped_byte_is_not_trusted(
+    store: ObjectStore, root: Path
+) -> None:
+    # A flipped byte in a record's digest would otherwise name, for an
+    # unchanged file, content it never had: the record's checksum catches it.
+    from earshot.cas import schema
+
+    make_aged_tree(root)
+    first, _ = scan(store, root, AGED)
+    with store.reader() as reader:
+        raw = schema.get_dir_record(reader.view, "d1")
+    assert raw is not None
+    with store.backend.write() as batch:
+        damaged = bytearray(raw)
+        damaged[len(raw) // 2] ^= 0x01
+        schema.put_dir_record(batch, "d1", bytes(damaged))
+    tree, report = scan(store, root, AGED)
+    assert (tree, report.files_read) == (first, 4)  # d1 read again, recorded the same
