@@ -291,6 +291,37 @@ MUTANTS = [
         "            return True",
         "tests/cli/test_apply_races.py -k created_where",
     ),
+    # Found again by identity: content held since, moves then changes (attack, second round).
+    (
+        "agent/core/moves.py",
+        "            and still_there(root, there, before)",
+        "            and True",
+        "tests/cli/test_ignored_undo.py -k changed_in_one_batch",
+    ),
+    (
+        "agent/core/commit.py",
+        "        if line.path in known:",
+        "        if False:",
+        "tests/cli/test_ignored_undo.py -k later_batch_deleted",
+    ),
+    (
+        "agent/core/reversal.py",
+        "if was is not None and current is not None and current.kind is Kind.FILE:",
+        "if False:",
+        "tests/cli/test_ignored_undo.py -k moved_and_changed_in_one_batch",
+    ),
+    (
+        "agent/core/moves.py",
+        "        and still_there(root, path, expect)",
+        "        and True",
+        "tests/cli/test_ignored_undo.py -k size_limit_then_edited",
+    ),
+    (
+        "agent/core/reversal.py",
+        "                        plan.write(step.path, _entry(step.path, step.restore_to), None)",
+        "                        pass",
+        "tests/cli/test_ignored_undo.py -k onto_a_held_name",
+    ),
 ]
 
 

@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from earshot.agent.core.batch import Batch, BatchKind, Change
+from earshot.agent.core.batch import Batch, BatchKind, Change, State
 from earshot.agent.core.ledger import mark_ambiguous, merge_ledger
-from earshot.agent.core.moves import moves_in
+from earshot.agent.core.moves import known_before, moves_in
 from earshot.agent.core.records import (
     SessionRecord,
     WatchMark,
@@ -103,6 +103,23 @@ def others_running(project: Project, session: str, held: Held | None) -> bool:
     )
 
 
+def _finished(
+    ledger: list[Change], moved: dict[str, str], known: dict[str, State]
+) -> tuple[Change, ...]:
+    """The merged ledger with what the batch moved, and the content before of what
+    was not held but is known now (``known_before``): a path unchanged by the
+    batch, only newly held, is no change at all."""
+    out = []
+    for line in ledger:
+        if line.path in moved:
+            line = replace(line, moved=moved[line.path])
+        if line.path in known:
+            line = replace(line, before=known[line.path])
+        if line.before != line.after:
+            out.append(line)
+    return tuple(out)
+
+
 def commit_batch(
     project: Project,
     draft: Draft,
@@ -127,7 +144,11 @@ def commit_batch(
     now = time.time_ns()
     # What the batch moved of what is not held (outside the transaction: it
     # looks at the disk); a directory moved whole is found by undo alone.
-    moved = moves_in(project.root, draft.ledger) if draft.kind is BatchKind.CALLS else {}
+    moved: dict[str, str] = {}
+    known: dict[str, State] = {}
+    if draft.kind is BatchKind.CALLS:
+        moved = moves_in(project.root, draft.ledger)
+        known = known_before(project.root, merge_ledger(draft.ledger), moved, started_ns)
     faults.point("batch-commit")
     with project.store.backend.write() as txn:
         beside = note_batch_span(txn, session.id, started_ns, now) or overlap
@@ -145,10 +166,7 @@ def commit_batch(
             calls=draft.calls,
             before=draft.before,
             after=draft.after,
-            ledger=tuple(
-                replace(c, moved=moved[c.path]) if c.path in moved else c
-                for c in merge_ledger(ledger)
-            ),
+            ledger=_finished(merge_ledger(ledger), moved, known),
             folded=draft.folded,
             targets=draft.targets,
             interrupted=draft.interrupted,

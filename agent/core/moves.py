@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from earshot.agent.core.batch import Change, State
-from earshot.cas.tree import Ident
+from earshot.cas.tree import Ident, Kind
 
 #: (inode, mtime_ns, is a directory, size; 0 for a directory)
 Key = tuple[int, int, bool, int]
@@ -43,12 +43,13 @@ def find_moves(
     {where it is now: where it goes back}.
 
     A path that vanished while unrecorded (its identity known) and a path the
-    batches created that holds that very inode now, unchanged since, are one
-    entry moved: undo renames it back rather than keep one and delete the
-    other. The created path may be recorded now (moved to a name nothing
-    ignores) or not; a directory kept as one entry is found by its own
-    identity among the directories leading to what the batches created. A
-    redo replays an undo's moves by the names its ledger kept (``moved``).
+    batches created (or a held file they replaced) that holds that very inode
+    now, unchanged since, are one entry moved: undo renames it back rather
+    than keep one and delete the other, then writes back what it replaced.
+    The path it went to may be recorded now (moved to a name nothing ignores)
+    or not; a directory kept as one entry is found by its own identity among
+    the directories leading to what the batches created. A redo replays an
+    undo's moves by the names its ledger kept (``moved``).
     """
     out: dict[str, str] = {}
     expected = {step.path: step.expect for step in steps}
@@ -73,19 +74,28 @@ def find_moves(
     seen_dirs: set[str] = set()
     for step in steps:
         now = currents[step.path]
-        if step.restore_to is not None or now is None or now != step.expect or step.path in out:
+        if now is None or not unchanged(root, step.path, now, step.expect) or step.path in out:
+            continue
+        if step.restore_to is not None and not _replaceable(step.restore_to):
             continue
         key = key_now(root, step.path, now)
         source = gone.pop(key, None) if key is not None else None
         if source is not None:
             out[step.path] = source
             continue
+        if step.restore_to is not None:
+            continue  # a directory moved whole went where nothing was
         # A directory moved whole, found by what the batches created below it.
         seen_dirs |= set(out)
         ancestor = _moved_ancestor(root, step.path, gone, seen_dirs)
         if ancestor is not None:
             out[ancestor[0]] = gone.pop(ancestor[1])
     return out
+
+
+def _replaceable(state: State) -> bool:
+    """A held file or link a move may have replaced (its content comes back too)."""
+    return state.recorded and state.kind in (Kind.FILE, Kind.SYMLINK)
 
 
 def key_now(root: Path, path: str, state: State | None) -> Key | None:
@@ -109,6 +119,21 @@ def ident_now(root: Path, path: str) -> Ident:
     return Ident(key[0], key[1], key[2])
 
 
+def unchanged(root: Path, path: str, now: State | None, expect: State | None) -> bool:
+    """Whether ``path`` holds what the batches left: the same state, or the very
+    entry they left unheld, held since (recorded first by an undo that will
+    overwrite it, say): its identity on disk is the one they left."""
+    if now == expect:
+        return True
+    return (
+        now is not None
+        and now.recorded
+        and expect is not None
+        and not expect.recorded
+        and still_there(root, path, expect)
+    )
+
+
 def still_there(root: Path, path: str, state: State) -> bool:
     """Whether the disk holds the very file or directory ``state`` names (its
     identity): a path only the rules made recorded since is as it was."""
@@ -127,9 +152,10 @@ def still_there(root: Path, path: str, state: State) -> bool:
 
 
 def moves_in(root: Path, ledger: Sequence[Change]) -> dict[str, str]:
-    """{a path that vanished unrecorded: the created path that holds it now}, for
-    a batch about to commit: what it moved is then not "deleted" in its record
-    (undo finds the move on disk again, ``find_moves``)."""
+    """{a path that vanished unrecorded: the path that holds it now}, for a batch
+    about to commit: what it moved is then not "deleted" in its record (undo
+    finds the move on disk again, ``find_moves``). The path it went to was
+    absent, or a file it replaced (``mv model.bin notes.txt``)."""
     gone: dict[Key, str] = {}
     for line in ledger:
         before = line.before
@@ -141,13 +167,15 @@ def moves_in(root: Path, ledger: Sequence[Change]) -> dict[str, str]:
         return out
     seen_dirs: set[str] = set()
     for line in ledger:
-        if line.before is not None or line.after is None:
+        if line.after is None or not (line.before is None or _replaceable(line.before)):
             continue
         key = key_now(root, line.path, line.after)
         source = gone.pop(key, None) if key is not None else None
         if source is not None:
             out[source] = line.path
             continue
+        if line.before is not None:
+            continue  # a directory moved whole goes where nothing was
         ancestor = _moved_ancestor(root, line.path, gone, seen_dirs)
         if ancestor is not None:
             out[gone.pop(ancestor[1])] = ancestor[0]
@@ -169,3 +197,73 @@ def _moved_ancestor(
         if found is not None and found in gone:
             return ancestor, found
     return None
+
+
+#: A file written within this long before a batch began may be written again by
+#: it within the same mtime tick: its identity would not prove its content.
+RACY_NS = 100_000_000
+
+
+def known_before(
+    root: Path, ledger: Sequence[Change], moved: Mapping[str, str], started_ns: int
+) -> dict[str, State]:
+    """{a path not held before the batch: its content before, held now}, for a batch
+    about to commit (its merged ledger, and what it moved: ``moves_in``).
+
+    A file the batch left held (the rules changed: a ``.gitignore`` edit, a
+    ``git checkout``, ``git add -f``; or moved to a name nothing ignores)
+    whose identity on disk is still the one recorded before the batch is the
+    very file, unwritten: its content now was its content then. The ledger
+    says so, so an undo of this batch and of any later one brings it back,
+    even once a later batch deleted it.
+    """
+    after = {line.path: line.after for line in ledger}
+    known: dict[str, State] = {}
+    for line in ledger:
+        before = line.before
+        if (
+            before is None
+            or before.recorded
+            or before.ident is None
+            or before.ident.is_dir
+            or before.ident.mtime_ns > started_ns - RACY_NS
+        ):
+            continue
+        there = line.path if line.after is not None else moved.get(line.path)
+        held = after.get(there) if there is not None else None
+        if (
+            there is not None
+            and held is not None
+            and held.kind is Kind.FILE
+            and held.digest is not None
+            and still_there(root, there, before)
+        ):
+            known[line.path] = held
+    return known
+
+
+def vanished_inodes(
+    steps: Sequence[StepLike], currents: Mapping[str, State | None], back: set[str]
+) -> dict[int, str]:
+    """{inode: path} of the files not held that the reverted batches made vanish
+    and that no move brings back: a file holding one of these inodes now may be
+    that file, moved and changed since (its content is then its only copy)."""
+    out: dict[int, str] = {}
+    for step in steps:
+        before = step.restore_to
+        if (
+            before is not None
+            and before.ident is not None
+            and not before.ident.is_dir
+            and currents[step.path] is None
+            and step.path not in back
+        ):
+            out[before.ident.ino] = step.path
+    return out
+
+
+def inode_now(root: Path, path: str) -> int | None:
+    try:
+        return os.lstat(os.path.join(root, path)).st_ino
+    except OSError:
+        return None

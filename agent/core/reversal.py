@@ -21,7 +21,14 @@ from typing import Any
 
 from earshot.agent.core.batch import Batch, BatchKind, Change, State
 from earshot.agent.core.ledger import state_in
-from earshot.agent.core.moves import find_moves, ident_now, still_there
+from earshot.agent.core.moves import (
+    find_moves,
+    ident_now,
+    inode_now,
+    still_there,
+    unchanged,
+    vanished_inodes,
+)
 from earshot.cas.apply import DIR_IN_THE_WAY, DIR_NOT_EMPTY, Applier
 from earshot.cas.digest import Digest
 from earshot.cas.intents import Held
@@ -48,6 +55,11 @@ def not_held_before(state: State) -> str:
 def not_held_now(state: State) -> str:
     """A path present now whose content earshot does not hold: never overwritten or deleted."""
     return f"its content now is not recorded ({why_unrecorded(state)}); left alone"
+
+
+def maybe_moved(source: str) -> str:
+    """A created file holding the inode of one not held that vanished: not deleted."""
+    return f"it holds the inode {source} had (not held): moved here and changed since; kept"
 
 
 def why_unrecorded(state: State) -> str:
@@ -230,6 +242,7 @@ class Reverter:
             currents = {s.path: state_in(reader, now_tree, s.path) for s in rev.steps}
             moves = find_moves(self.project.root, rev.steps, currents)
             back = set(moves.values())
+            vanished = vanished_inodes(rev.steps, currents, back)
             # A directory moved back carries what the batches put below it.
             carried = tuple(f"{path}/" for path, source in moves.items() if path not in currents)
             # Directories the reversal makes again where a file or link stands
@@ -271,6 +284,9 @@ class Reverter:
                         (step.path, source, ident_now(self.project.root, step.path))
                     )
                     impact.moved.append((step.path, source))
+                    if step.restore_to is not None:  # a file the move replaced comes back
+                        plan.write(step.path, _entry(step.path, step.restore_to), None)
+                        impact.restored.append(step.path)
                     continue
                 if current == step.restore_to:
                     continue
@@ -283,9 +299,13 @@ class Reverter:
                     impact.keep(step.path, not_held_now(current))
                     continue
                 if step.restore_to is None:
+                    was = vanished.get(inode_now(self.project.root, step.path) or -1)
+                    if was is not None and current is not None and current.kind is Kind.FILE:
+                        impact.keep(step.path, maybe_moved(was))
+                        continue
                     self._plan_delete(rev, step, current, plan, impact, force)
                     continue
-                if current != step.expect and not force:
+                if not unchanged(self.project.root, step.path, current, step.expect) and not force:
                     impact.conflicts.append(step.path)
                     continue
                 self._parents(reader, now_tree, rev.anchor_tree, step.path, plan, mkdirs)
