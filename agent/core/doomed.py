@@ -16,14 +16,16 @@ import fnmatch
 import re
 
 from earshot.cas.digest import Digest
+from earshot.cas.keep import DEFAULT_LIFT_FILES
 from earshot.cas.lookup import lookup, lookup_under
 from earshot.cas.objects import ObjectReader
 from earshot.cas.tree import Kind, Unrecorded
 
 #: Why a path's content was not held, when a command's targets make it worth reading.
 WORTH_READING = frozenset({Unrecorded.IGNORED, Unrecorded.TOO_LARGE})
-#: Unheld paths looked for under one command's targets, at most.
-MAX_FOUND = 10_000
+#: Unheld paths looked for under one command's targets, at most: as many as
+#: the budget for reading them first may take (``cas.keep.Lift``).
+MAX_FOUND = DEFAULT_LIFT_FILES
 
 
 def expand(reader: ObjectReader, tree: Digest, target: str) -> list[str]:

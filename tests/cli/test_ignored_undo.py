@@ -588,3 +588,21 @@ def test_a_file_shown_by_the_rules_and_changed_in_one_batch_is_said_not_covered(
     assert "not covered by undo: model.bin" in ran.stderr, ran.stderr
     changes = {c["path"] for c in cli.json("log", env=env)["batches"][-1]["changes"]}
     assert "model.bin" in changes
+
+
+@pytest.mark.no_watcher  # the budget is the same either way; once is enough for 12,000 files
+def test_rm_of_more_than_ten_thousand_files_not_held_is_undone_within_the_budget(
+    cli: Cli, tree: Any
+) -> None:
+    env = cli.env(**SMALL_BUDGET)
+    cli.write(".gitignore", "out/\n")
+    out = cli.root / "out"
+    out.mkdir()
+    for i in range(12_000):
+        (out / f"f{i}").write_bytes(b"%d\n" % i)
+    cli.run("snapshot", env=env)
+    before = listing(tree, cli.root)
+    ran = cli.run("bash", "rm -rf out", env=env)
+    assert "not covered" not in ran.stderr, ran.stderr[:500]
+    cli.run("undo", env=env)
+    assert listing(tree, cli.root) == before
