@@ -26,6 +26,7 @@ from earshot.agent.core.calls import (
     error_text,
 )
 from earshot.agent.core.command import CommandRunner, run_command, shell_argv
+from earshot.agent.core.external_calls import relative_targets
 from earshot.agent.core.files import prepare_call, read_text_file, write_text_file
 from earshot.agent.core.ledger import state_at, tree_changes
 from earshot.agent.core.policy import Restager
@@ -214,13 +215,16 @@ class Tools:
                 return []
             from earshot.agent.shell.destructive import classify
 
-            out = []
+            out: dict[str, None] = {}
             for target in classify(call.command, self.exists).targets:
-                try:
-                    out.append(relative_path(self.root, target) if target != "." else "")
-                except EarshotError:
-                    continue  # outside the root: not earshot's to record
-            return out
+                if target == ".":
+                    out[""] = None
+                    continue
+                # As written, and where an in-root link leads: ``rm -rf link/``
+                # deletes what the link's directory holds.
+                for path in relative_targets(self.root, (target,)):
+                    out[path] = None
+            return list(out)
 
         return targets
 

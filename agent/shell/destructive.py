@@ -173,6 +173,9 @@ class _Walker:
         #: Directory of the command being classified, relative to the original
         #: cwd ("" = unchanged); None once we cannot tell.
         self.cwd: str | None = ""
+        #: What ``$PWD`` stands for in a path (the directory the walker is in);
+        #: None: an expansion like any other (the command sets PWD).
+        self.pwd: str | None = "."
         self.depth = 0
 
     # -- Host interface --------------------------------------------------------
@@ -321,7 +324,7 @@ class _Walker:
             argv.append(literal(name))
         for i, child in enumerate(node.children):
             if node.field_name_for_child(i) == "argument":
-                argv.append(literal(child) if child.is_named else None)
+                argv.append(literal(child, self.pwd) if child.is_named else None)
         if name is not None and argv[0] is None:
             self.flag(f"command word {text(name)} is not a literal")
         elif argv and argv[0] is not None and _EXPANDING_NAME.search(argv[0]):
@@ -378,6 +381,8 @@ def classify(command: str, path_exists: Callable[[str], bool] | None = None) -> 
     if root.has_error:
         return Verdict(True, ("the command does not parse as a shell command",))
     walker = _Walker(path_exists)
+    # $PWD is the directory the walker is in ("."), unless the command sets it.
+    walker.pwd = None if "PWD=" in command else "."
     try:
         walker.walk(root)
     except RecursionError:

@@ -69,9 +69,15 @@ def _ansi_c(body: str) -> str:
     return _ANSI_ESCAPE.sub(replace, body)
 
 
-def literal(node: Node) -> Arg:
-    """The value of a shell word if it has no expansion in it, else None."""
+def literal(node: Node, pwd: str | None = None) -> Arg:
+    """The value of a shell word if it has no expansion in it, else None.
+
+    ``pwd``: what ``$PWD`` (``${PWD}``) stands for, if it may be expanded
+    (``rm -rf $PWD/out``: ``"."``, the walker's own directory); else it is an
+    expansion like any other."""
     kind = node.type
+    if pwd is not None and kind in ("simple_expansion", "expansion"):
+        return pwd if text(node) in ("$PWD", "${PWD}") else None
     if kind == "word":
         return _ESCAPE.sub(r"\1", text(node).replace("\\\n", ""))
     if kind == "number":
@@ -83,14 +89,17 @@ def literal(node: Node) -> Arg:
     if kind == "string":
         parts = []
         for child in node.named_children:
-            if child.type != "string_content":
+            if child.type == "string_content":
+                parts.append(_DQ_ESCAPE.sub(r"\1", text(child)))
+            elif pwd is not None and (piece := literal(child, pwd)) is not None:
+                parts.append(piece)  # "$PWD/out"
+            else:
                 return None
-            parts.append(_DQ_ESCAPE.sub(r"\1", text(child)))
         return "".join(parts)
     if kind in ("concatenation", "command_name"):
         pieces = []
         for child in node.children:
-            piece = literal(child)
+            piece = literal(child, pwd)
             if piece is None:
                 return None
             pieces.append(piece)

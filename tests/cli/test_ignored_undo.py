@@ -606,3 +606,20 @@ def test_rm_of_more_than_ten_thousand_files_not_held_is_undone_within_the_budget
     assert "not covered" not in ran.stderr, ran.stderr[:500]
     cli.run("undo", env=env)
     assert listing(tree, cli.root) == before
+
+
+@pytest.mark.parametrize("command", ["rm -rf $PWD/out", 'rm -rf "${PWD}/out"', "rm -rf link/*"])
+def test_a_delete_named_through_pwd_or_an_in_root_link_is_recorded_first(
+    cli: Cli, tree: Any, command: str
+) -> None:
+    env = cli.env(**SMALL_BUDGET)
+    cli.write(".gitignore", "out/\n")
+    for i in range(6):
+        cli.write(f"out/f{i}", f"{i}\n")
+    (cli.root / "link").symlink_to("out")
+    cli.run("snapshot", env=env)
+    before = listing(tree, cli.root)
+    ran = cli.run("bash", command, env=env)
+    assert "not covered" not in ran.stderr, ran.stderr
+    cli.run("undo", env=env)
+    assert listing(tree, cli.root) == before
