@@ -198,6 +198,11 @@ def _update(
             record = load_record(reader.view, rel_dir) if scanner.use_cache else None
             cached = record.entries if record is not None else {}
         below = rules.mode or _walked_as((cached or {}).get(name)) if ignored_dir else None
+        if below in (KEPT, LISTED) and rules.mode is None:
+            # Kept or listed by its size: a change in it may move it across the
+            # budget either way, so it is read whole (listed: stats only; kept:
+            # the stat cache vouches for what did not change), as a walk would.
+            below, whole = None, True
         if below is not None:
             # An ignored directory walked last time (kept, listed, sparse): only
             # the named paths are read again, as in any directory.

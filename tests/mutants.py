@@ -322,6 +322,12 @@ MUTANTS = [
         "                        pass",
         "tests/cli/test_ignored_undo.py -k onto_a_held_name",
     ),
+    (
+        "cas/restage.py",
+        "        if below in (KEPT, LISTED) and rules.mode is None:",
+        "        if False:",
+        "tests/cli/test_ignored_undo.py -k falls_within",
+    ),
 ]
 
 

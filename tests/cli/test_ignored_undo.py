@@ -623,3 +623,26 @@ def test_a_delete_named_through_pwd_or_an_in_root_link_is_recorded_first(
     assert "not covered" not in ran.stderr, ran.stderr
     cli.run("undo", env=env)
     assert listing(tree, cli.root) == before
+
+
+def test_a_directory_that_falls_within_the_budget_between_batches_is_kept_again(
+    cli: Cli, tree: Any
+) -> None:
+    # Over the budget (1,000 files by default, as the daemon has it): each
+    # entry's existence only. A person deletes five of its files; within the
+    # budget now, its content is kept, with the daemon as by a walk, and a
+    # script's delete of it (no rm to read targets from) is undone whole.
+    cli.write(".gitignore", "out/\n")
+    out = cli.root / "out"
+    out.mkdir()
+    for i in range(1003):
+        (out / f"f{i}").write_bytes(b"%d\n" % i)
+    cli.run("snapshot")
+    cli.run("bash", "true")
+    for i in range(5):
+        (out / f"f{i}").unlink()
+    before = listing(tree, cli.root)
+    ran = cli.run("bash", "python3 -c 'import shutil; shutil.rmtree(\"out\")'")
+    assert "not covered" not in ran.stderr, ran.stderr[:300]
+    cli.run("undo")
+    assert listing(tree, cli.root) == before

@@ -706,7 +706,7 @@ def test_any_text_gets_a_verdict(text: str) -> None:
         ("echo > out.txt", ("out.txt",)),
         ("rm -rf $DIR ~/x", ()),  # neither can be known
         ("(cd a; rm b); rm c", ("a/b", "c")),
-        ("rm -rf $PWD/out \"${PWD}/x\"", ("out", "x")),  # $PWD is where it runs
+        ('rm -rf $PWD/out "${PWD}/x"', ("out", "x")),  # $PWD is where it runs
         ("cd sub && rm -rf $PWD", ("sub",)),
         ("PWD=/tmp; rm -rf $PWD/x", ()),  # set by the command: not known
         ("rm -rf $PWDX/y", ()),
