@@ -103,6 +103,9 @@ class Scanner:
         self.options = options or ScanOptions()
         self.progress = progress
         self.use_cache = use_cache
+        #: What a stat-cache record's verdicts also depend on besides the rules:
+        #: the limits (a record taken under other limits is not trusted).
+        self._limits = f"{self.options.max_file_size}:{self.options.keep.describe()}".encode()
         self.report = ScanReport()
         self.trust_before_ns = 0
         #: Root-relative paths recorded whatever the size limit: what an
@@ -171,7 +174,7 @@ class Scanner:
             rules = (
                 parent_rules if is_root else parent_rules.descend(rel, path, record.ignore_files)
             )
-            if rules.fingerprint == record.fingerprint and _same_index(record, rules):
+            if self._fingerprint(rules) == record.fingerprint and _same_index(record, rules):
                 known = self._visit_known(path, rel, rules, record)
                 if known is not None:
                     return known
@@ -187,11 +190,15 @@ class Scanner:
             # takes 1.25-1.3 s here, most of a no-change snapshot of it.
             rules = parent_rules.descend(rel, path, names)
         old = record.entries if record is not None else {}
+        if record is not None and not record.fingerprint.endswith(self._limits):
+            # Taken under other limits: a file's content still holds, but not
+            # a verdict on what to keep (a directory's, an unrecorded entry's).
+            old = {n: k for n, k in old.items() if k[0] not in (K_DIR, K_UNRECORDED)}
         # With unchanged rules (and index), a name the cache holds with the same
         # kind keeps its verdict: only new names pay for pattern matching.
         same_rules = (
             record is not None
-            and record.fingerprint == rules.fingerprint
+            and record.fingerprint == self._fingerprint(rules)
             and _same_index(record, rules)
         )
         # Whether a name here was ignored, so that the index decided: then the
@@ -322,7 +329,7 @@ class Scanner:
                 raise OverListed()
         if self.progress is not None:
             self.progress(self._seen)
-        fingerprint = rules.fingerprint
+        fingerprint = self._fingerprint(rules)
         # A directory changed this close to the scan start may change again
         # within one mtime tick: never trust its listing next time.
         mtime = SMUDGED if dir_mtime is None or dir_mtime >= self.trust_before_ns else dir_mtime
@@ -345,6 +352,9 @@ class Scanner:
                 DirRecord(rel, fingerprint, digest, new, mtime, ignore_files, index_tag),
             )
         return digest
+
+    def _fingerprint(self, rules: IgnoreRules) -> bytes:
+        return rules.fingerprint + self._limits
 
     def _entry(
         self,

@@ -646,3 +646,18 @@ def test_a_directory_that_falls_within_the_budget_between_batches_is_kept_again(
     assert "not covered" not in ran.stderr, ran.stderr[:300]
     cli.run("undo")
     assert listing(tree, cli.root) == before
+
+
+@pytest.mark.no_watcher  # a daemon with other limits is not trusted: each call walks
+def test_limits_raised_between_calls_are_applied_at_the_next_walk(cli: Cli, tree: Any) -> None:
+    cli.write(".gitignore", "out/\n")
+    for i in range(5):
+        cli.write(f"out/f{i}", f"{i}\n")
+    cli.run("snapshot", env=cli.env(EARSHOT_IGNORED_DIR_FILES="3"))  # listed: existence
+    env = cli.env(EARSHOT_IGNORED_DIR_FILES="10")  # within the budget now: kept
+    cli.run("snapshot", env=env)
+    before = listing(tree, cli.root)
+    ran = cli.run("bash", "python3 -c 'import shutil; shutil.rmtree(\"out\")'", env=env)
+    assert "not covered" not in ran.stderr, ran.stderr
+    cli.run("undo", env=env)
+    assert listing(tree, cli.root) == before
