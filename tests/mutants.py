@@ -12,6 +12,7 @@ It edits the source in place and puts it back; run it on a clean checkout.
 """
 
 import pathlib
+import shlex
 import subprocess
 import sys
 
@@ -328,6 +329,37 @@ MUTANTS = [
         "        if False:",
         "tests/cli/test_ignored_undo.py -k falls_within",
     ),
+    # One user, one daemon: the client's trust checks, the host's groups check.
+    (
+        "cli/trust.py",
+        "    if uid != os.geteuid():",
+        "    if False:",
+        "tests/cli/test_hosted.py -k 'socket served by another user'",
+    ),
+    (
+        "cli/trust.py",
+        "    if st.st_uid not in (uid, 0):",
+        "    if False:",
+        "tests/cli/test_hosted.py -k 'home of another user'",
+    ),
+    (
+        "cli/trust.py",
+        "    if st.st_mode & 0o002 or (st.st_mode & 0o020 and st.st_gid != os.getegid()):",
+        "    if False:",
+        "tests/cli/test_hosted.py -k world_writable",
+    ),
+    (
+        "cli/daemon.py",
+        "    if egid != os.getegid() or groups != set(os.getgroups()):",
+        "    if False:",
+        "tests/cli/test_hosted.py -k other_groups",
+    ),
+    (
+        "agent/watch/client.py",
+        "            if int.from_bytes(creds[4:8], sys.byteorder) != os.geteuid():",
+        "            if False:",
+        "tests/cli/test_hosted.py -k full_cli_asks",
+    ),
 ]
 
 
@@ -356,7 +388,7 @@ def run_mutant(i: int, f: str, old: str, new: str, tests: str) -> None:
                 "-q",
                 "-p",
                 "no:cacheprovider",
-                *tests.split(),
+                *shlex.split(tests),
             ],
             cwd=ROOT,
             capture_output=True,

@@ -142,8 +142,8 @@ def commit_batch(
     made by the caller, started in the same transaction.
     """
     now = time.time_ns()
-    # What the batch moved of what is not held (outside the transaction: it
-    # looks at the disk); a directory moved whole is found by undo alone.
+    # What the batch moved of what is not held, and what it left held of it
+    # unwritten (outside the transaction: both look at the disk).
     moved: dict[str, str] = {}
     known: dict[str, State] = {}
     if draft.kind is BatchKind.CALLS:
