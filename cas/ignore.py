@@ -155,10 +155,7 @@ def _parse(data: bytes, prefix: str, own: bool = False) -> list[_Pattern]:
 
 
 def _read(path: str, follow: bool) -> bytes | None:
-    """The file's bytes; None if there is no regular file, b"" if it cannot be read.
-
-    Opened without blocking and checked again once open: a FIFO swapped in
-    after the first check never hangs a walk."""
+    """The file's bytes; None if there is no regular file, b"" if it cannot be read."""
     try:
         st = os.stat(path) if follow else os.lstat(path)
     except OSError:
@@ -167,20 +164,11 @@ def _read(path: str, follow: bool) -> bytes | None:
         return None
     if st.st_size > _MAX_SIZE:
         return b""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
-    except OSError:
-        return b""
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with open(fd, "rb", closefd=False) as f:
+        with open(path, "rb") as f:
             return f.read(_MAX_SIZE)
     except OSError:
         return b""
-    finally:
-        os.close(fd)
 
 
 def _frame(data: bytes) -> bytes:
