@@ -216,12 +216,18 @@ class ExternalBatch:
     def gap(self, call: ExternalCall, why: str) -> None:
         """A call that ran with no state recorded before it: its changes are nobody's.
 
-        The state is brought up to date (what the call did is taken into the
-        state the next call starts from) and the batch says so: undo cannot
-        take that call back.
+        The state is brought up to date and what changed since the last one
+        the batch holds is kept as unattributed lines: undo restores what was
+        changed or deleted, and never deletes what was made. The batch says so.
         """
         self._catch_up("a call ended that was never seen beginning")
+        start = self.engine.policy.belief.tree
         self.engine.policy.after_command(destructive=lambda: True, signalled=False)
+        # What changed since the state the batch holds is nobody's for sure,
+        # yet held on both sides: unattributed lines, as an interrupted
+        # batch keeps them, so undo restores what the call changed or deleted
+        # (and deletes nothing it made: no call is known to have made it).
+        self._span(start, BY_RESTAGE)
         doc = {**call.describe(self.engine.root), "gap": why}
         self.notes.calls.append(doc)
         self._note(gap=doc)

@@ -269,6 +269,31 @@ def test_a_call_seen_only_ending_is_a_gap_the_log_shows(
     assert "not recorded" in text
 
 
+def test_a_call_whose_start_was_never_seen_in_an_open_batch_is_undone_where_held(
+    cli: Cli, root: Path, agent: Claude
+) -> None:
+    # The PreToolUse was killed (the agent's hook timeout): the batch holds the
+    # state before it all the same, so what the call deleted or changed comes
+    # back; what it made is kept, since no call is known to have made it.
+    (root / "precious.txt").write_text("mine\n")
+    (root / "notes.txt").write_text("old\n")
+    agent.prompt("p")
+    agent.write(root / "first.txt", "first\n")
+    (root / "precious.txt").unlink()
+    (root / "notes.txt").write_text("new\n")
+    (root / "made.txt").write_text("made\n")
+    answer = agent.post("Bash", {"command": "rm precious.txt"}, agent.new_id()).answer()
+    assert answer is not None and "ran unrecorded" in answer["systemMessage"]
+    agent.response_end()
+    (batch,) = log_of(cli)["batches"]
+    assert "never seen" in batch["calls"][1]["gap"]
+    undo = cli.json("undo", expect=3)
+    assert (root / "precious.txt").read_text() == "mine\n"
+    assert (root / "notes.txt").read_text() == "old\n"
+    assert not (root / "first.txt").exists()
+    assert (root / "made.txt").exists() and "made.txt" in {k["path"] for k in undo["kept"]}
+
+
 def test_two_calls_at_once_keep_their_changes_in_the_batch(
     cli: Cli, root: Path, agent: Claude
 ) -> None:
