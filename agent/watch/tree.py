@@ -35,11 +35,13 @@ from earshot.cas.keep import KeepIgnored, subdir_rules
 from earshot.cas.recording import is_temp_name
 
 _C = InotifyConstants
-_CHANGE = _C.IN_MODIFY | _C.IN_ATTRIB | _C.IN_MOVE | _C.IN_CREATE | _C.IN_DELETE
+_CHANGE = _C.IN_MODIFY | _C.IN_ATTRIB | _C.IN_MOVE | _C.IN_CREATE | _C.IN_DELETE | _C.IN_CLOSE_WRITE
 SELF_EVENTS = _C.IN_DELETE_SELF | _C.IN_MOVE_SELF
 _FLAGS = _C.IN_DONT_FOLLOW | _C.IN_ONLYDIR
-#: What means change. Left out: IN_OPEN, IN_CLOSE_NOWRITE and IN_ACCESS (reads
-#: would flood the queue) and IN_CLOSE_WRITE (every write already gave IN_MODIFY).
+#: What means change. IN_CLOSE_WRITE too: a write through a shared mmap gives
+#: no IN_MODIFY, but closing the descriptor it was mapped from, opened for
+#: writing, gives that. Left out: IN_OPEN, IN_CLOSE_NOWRITE and IN_ACCESS
+#: (reads would flood the queue).
 TREE_MASK = Mask(_CHANGE | SELF_EVENTS | _FLAGS | _C.IN_EXCL_UNLINK)
 COOKIE_MASK = Mask(_C.IN_CREATE | _FLAGS)
 #: A directory recorded as one entry: only a change of its own listing (its

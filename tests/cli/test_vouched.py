@@ -158,6 +158,27 @@ def test_a_write_through_a_hard_link_from_outside_the_root_is_recorded(
     assert walked["reused"] is True and walked["id"] == doc["id"]
 
 
+def test_a_write_through_a_shared_mmap_is_seen_by_the_daemon(cli: Cli) -> None:
+    # A write through a mapping gives no IN_MODIFY; closing the descriptor it
+    # was mapped from (opened for writing) gives IN_CLOSE_WRITE.
+    cli.write("data.bin", b"old content\n")
+    cli.run("watch")
+    sid = cli.new_session()
+    cli.run("bash", "true", session=sid)
+    script = (
+        "import mmap\n"
+        "with open('data.bin', 'r+b') as f:\n"
+        "    m = mmap.mmap(f.fileno(), 0)\n"
+        "    m[0:3] = b'NEW'\n"
+        "    m.flush()\n"
+        "    m.close()\n"
+    )
+    subprocess.run([sys.executable, "-c", script], cwd=cli.root, check=True)
+    cli.run("bash", "rm data.bin", session=sid)  # the state before holds the mmap'd bytes
+    cli.run("undo", session=sid)
+    assert (cli.root / "data.bin").read_bytes() == b"NEW content\n"
+
+
 def test_an_edit_of_the_repositorys_info_exclude_is_a_change_of_the_roots_rules(
     cli: Cli,
 ) -> None:
