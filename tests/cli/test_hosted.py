@@ -511,14 +511,17 @@ def test_the_full_cli_asks_only_a_daemon_of_its_own_user(
     listener.listen(4)
 
     def answer() -> None:
-        while True:
+        for _ in range(2):  # the two connections below
             conn, _ = listener.accept()
             with conn:
                 if conn.recv(1 << 16):
                     conn.sendall(b'{"v": 2, "ok": true}\n')
 
-    threading.Thread(target=answer, daemon=True).start()
+    answering = threading.Thread(target=answer, daemon=True)
+    answering.start()
     assert client.ask(paths, {"op": "status"}) == {"v": 2, "ok": True}
     monkeypatch.setattr(client.os, "geteuid", lambda: os.getuid() + 1)
     assert client.ask(paths, {"op": "status"}) is None
+    answering.join(timeout=30)
+    assert not answering.is_alive()
     listener.close()
