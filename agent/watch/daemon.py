@@ -133,6 +133,9 @@ class Server:
         self.idle_timeout = idle_timeout
         self.epoch = f"{os.getpid()}-{watcher.started_ns}"
         self.stopping = threading.Event()
+        #: Set once the socket listens: a connection then is answered (one made
+        #: between its bind and its listen is refused).
+        self.serving = threading.Event()
         self.last = time.monotonic()
         self._announced: set[str] = set()
         self._lock = threading.Lock()
@@ -160,6 +163,7 @@ class Server:
         sock.listen(64)
         sock.settimeout(min(1.0, self.idle_timeout / 4))  # stop wakes accept() at once
         self._listener = sock
+        self.serving.set()
         status = self.watcher.status()
         log.info("watching", root=self.paths.root, pid=os.getpid(), dirs=status["watched_dirs"])
         try:

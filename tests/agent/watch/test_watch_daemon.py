@@ -192,12 +192,12 @@ def test_a_watcher_problem_is_announced_to_one_client_once(
     server = Server(watcher, paths, idle_timeout=60)
     thread = threading.Thread(target=server.run)
     thread.start()
+    tracker = wc.DaemonTracker(root, paths.home)
     try:
-        deadline = time.monotonic() + 5
-        while not paths.socket.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        tracker = wc.DaemonTracker(root, paths.home)
+        # Listening, not only bound: a connection between the two is refused.
+        assert server.serving.wait(60)
         t = tracker.token()
+        assert t is not None, tracker.gap
         watcher.on_queue_overflow()
         caplog.clear()
         caplog.set_level(logging.WARNING, "earshot.watch")
@@ -205,8 +205,8 @@ def test_a_watcher_problem_is_announced_to_one_client_once(
         assert tracker.changed_since(t) is None
         said = [r.getMessage() for r in caplog.records if r.name == "earshot.watch"]
         assert len(said) == 1 and "inotify queue overflowed: events were lost" in said[0]
-        tracker.close()
     finally:
+        tracker.close()
         server.stopping.set()
         thread.join(5)
 
