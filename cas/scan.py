@@ -105,7 +105,9 @@ class Scanner:
         self.use_cache = use_cache
         #: What a stat-cache record's verdicts also depend on besides the rules:
         #: the limits (a record taken under other limits is not trusted).
-        self._limits = f"{self.options.max_file_size}:{self.options.keep.describe()}".encode()
+        #: (The NUL: no limits' text ends another's, so ``endswith`` is exact.)
+        limits = f"{self.options.max_file_size}:{self.options.keep.describe()}"
+        self._limits = f"\0limits={limits}".encode()
         self.report = ScanReport()
         self.trust_before_ns = 0
         #: Root-relative paths recorded whatever the size limit: what an
