@@ -201,6 +201,8 @@ class _Walker:
     def target(self, path: Arg) -> None:
         if path is None or self.cwd is None:
             return
+        if self.pwd is not None and (path == "~+" or path.startswith("~+/")):
+            path = self.pwd + path[2:]  # bash's ~+ is $PWD
         for target in _as_targets(path):
             if not target.startswith("/") and self.cwd:
                 target = posixpath.join(self.cwd, target)

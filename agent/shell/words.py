@@ -72,12 +72,15 @@ def _ansi_c(body: str) -> str:
 def literal(node: Node, pwd: str | None = None) -> Arg:
     """The value of a shell word if it has no expansion in it, else None.
 
-    ``pwd``: what ``$PWD`` (``${PWD}``) stands for, if it may be expanded
-    (``rm -rf $PWD/out``: ``"."``, the walker's own directory); else it is an
-    expansion like any other."""
+    ``pwd``: what ``$PWD`` (``${PWD}``, ``$(pwd)``, `` `pwd` ``) stands for, if
+    it may be expanded (``rm -rf $PWD/out``: ``"."``, the walker's own
+    directory); else it is an expansion like any other."""
     kind = node.type
     if pwd is not None and kind in ("simple_expansion", "expansion"):
         return pwd if text(node) in ("$PWD", "${PWD}") else None
+    if pwd is not None and kind == "command_substitution":  # $(pwd), `pwd`
+        inner = [text(c).strip() for c in node.named_children]
+        return pwd if inner in (["pwd"], ["pwd -L"]) else None
     if kind == "word":
         return _ESCAPE.sub(r"\1", text(node).replace("\\\n", ""))
     if kind == "number":

@@ -608,7 +608,9 @@ def test_rm_of_more_than_ten_thousand_files_not_held_is_undone_within_the_budget
     assert listing(tree, cli.root) == before
 
 
-@pytest.mark.parametrize("command", ["rm -rf $PWD/out", 'rm -rf "${PWD}/out"', "rm -rf link/*"])
+@pytest.mark.parametrize(
+    "command", ["rm -rf $PWD/out", 'rm -rf "${PWD}/out"', "rm -rf $(pwd)/out", "rm -rf link/*"]
+)
 def test_a_delete_named_through_pwd_or_an_in_root_link_is_recorded_first(
     cli: Cli, tree: Any, command: str
 ) -> None:

@@ -710,6 +710,8 @@ def test_any_text_gets_a_verdict(text: str) -> None:
         ("cd sub && rm -rf $PWD", ("sub",)),
         ("PWD=/tmp; rm -rf $PWD/x", ()),  # set by the command: not known
         ("rm -rf $PWDX/y", ()),
+        ('rm -rf $(pwd)/out `pwd`/x "$(pwd)/y" ~+/z', ("out", "x", "y", "z")),
+        ("rm -rf $(pwd -P)/out $(ls)/x", ()),  # a physical path, or anything: not known
     ],
 )
 def test_a_destructive_command_names_the_paths_it_may_delete(
