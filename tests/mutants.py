@@ -360,6 +360,12 @@ MUTANTS = [
         "            if False:",
         "tests/cli/test_hosted.py -k full_cli_asks",
     ),
+    (
+        "agent/core/reversal.py",
+        "                        and current.digest not in brought_back",
+        "                        and current.digest is not None",
+        "tests/cli/test_ignored_undo.py -k out_of_a_cache",
+    ),
 ]
 
 

@@ -267,3 +267,13 @@ def inode_now(root: Path, path: str) -> int | None:
         return os.lstat(os.path.join(root, path)).st_ino
     except OSError:
         return None
+
+
+def older_than(root: Path, path: str, when_ns: int) -> bool:
+    """Whether the file at ``path`` was last written before ``when_ns`` (0: never said)."""
+    if when_ns <= 0:
+        return False
+    try:
+        return os.lstat(os.path.join(root, path)).st_mtime_ns < when_ns
+    except OSError:
+        return False

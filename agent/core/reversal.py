@@ -25,6 +25,7 @@ from earshot.agent.core.moves import (
     find_moves,
     ident_now,
     inode_now,
+    older_than,
     still_there,
     unchanged,
     vanished_inodes,
@@ -55,6 +56,18 @@ def not_held_before(state: State) -> str:
 def not_held_now(state: State) -> str:
     """A path present now whose content earshot does not hold: never overwritten or deleted."""
     return f"its content now is not recorded ({why_unrecorded(state)}); left alone"
+
+
+#: A created file older than the batches, whose content nothing the undo writes
+#: back holds: moved in from where earshot does not look (a cache, outside the
+#: root) or unpacked with its old times (``tar x``, ``cp -p``). Its only copy
+#: may be this one, so it is kept.
+CAME_FROM_ELSEWHERE = (
+    "older than the batch and not held elsewhere: it may have come from where "
+    "earshot does not look (a cache, outside the root); kept"
+)
+#: File systems that keep coarse times (2 s on FAT), and clocks a little apart.
+_MTIME_SLACK = 2_000_000_000
 
 
 def maybe_moved(source: str) -> str:
@@ -159,6 +172,9 @@ class Reversal:
     deletions_need_call: bool
     #: The batches the impact lists (newest first for undo).
     shown: list[int]
+    #: When the state before the earliest reverted batch was recorded (0: not
+    #: known): a created file older than that did not begin in the batches.
+    since_ns: int = 0
 
 
 def tree_of(project: Project, snapshot: Digest | None) -> Digest | None:
@@ -179,6 +195,7 @@ def undo_reversal(
         call=call,
         deletions_need_call=True,
         shown=[b.seq for b in reversed(targets)],
+        since_ns=project.read_snapshot(targets[0].before).time_ns if targets[0].before else 0,
     )
 
 
@@ -243,6 +260,13 @@ class Reverter:
             moves = find_moves(self.project.root, rev.steps, currents)
             back = set(moves.values())
             vanished = vanished_inodes(rev.steps, currents, back)
+            # What the reversal writes back: a created file holding it is the
+            # other half of a move within what is held (``mv a b``).
+            brought_back = {
+                s.restore_to.digest
+                for s in rev.steps
+                if s.restore_to is not None and s.restore_to.digest is not None
+            }
             # A directory moved back carries what the batches put below it.
             carried = tuple(f"{path}/" for path, source in moves.items() if path not in currents)
             # Directories the reversal makes again where a file or link stands
@@ -302,6 +326,14 @@ class Reverter:
                     was = vanished.get(inode_now(self.project.root, step.path) or -1)
                     if was is not None and current is not None and current.kind is Kind.FILE:
                         impact.keep(step.path, maybe_moved(was))
+                        continue
+                    if (
+                        current is not None
+                        and current.kind is Kind.FILE
+                        and current.digest not in brought_back
+                        and older_than(self.project.root, step.path, rev.since_ns - _MTIME_SLACK)
+                    ):
+                        impact.keep(step.path, CAME_FROM_ELSEWHERE)
                         continue
                     self._plan_delete(rev, step, current, plan, impact, force)
                     continue

@@ -663,3 +663,22 @@ def test_limits_raised_between_calls_are_applied_at_the_next_walk(cli: Cli, tree
     assert "not covered" not in ran.stderr, ran.stderr
     cli.run("undo", env=env)
     assert listing(tree, cli.root) == before
+
+
+def test_a_file_moved_out_of_a_cache_is_kept_by_undo(cli: Cli, tree: Any) -> None:
+    # A cache is one entry: what leaves it is never seen leaving. The file at
+    # its new name is older than the batch and nothing undo writes back holds
+    # it: it may be the only copy, so undo keeps it and says why.
+    cli.write(".gitignore", "node_modules/\n")
+    cli.write("node_modules/pkg/index.js", "module.exports = 42\n")
+    aged(cli, "node_modules/pkg/index.js")
+    cli.write("a.txt", "a\n")
+    aged(cli, "a.txt")
+    cli.run("snapshot")
+    cli.run("bash", "mv node_modules/pkg/index.js idx.js && mv a.txt b.txt")
+    undo = cli.json("undo", expect=3)
+    assert (cli.root / "idx.js").read_text() == "module.exports = 42\n"
+    kept = {k["path"]: k["reason"] for k in undo["kept"]}
+    assert "may have come from where earshot does not look" in kept["idx.js"], kept
+    # A move within what is held is undone as ever: its content comes back.
+    assert (cli.root / "a.txt").read_text() == "a\n" and not (cli.root / "b.txt").exists()
