@@ -171,8 +171,8 @@ MUTANTS = [
     ),
     (
         "agent/core/moves.py",
-        "        if source is not None:\n            out[step.path] = source",
-        "        if False:\n            out[step.path] = source",
+        "        if source is not None:\n            out[path] = source",
+        "        if False:\n            out[path] = source",
         "tests/cli/test_ignored_undo.py -k moved_directory_with_ignored",
     ),
     (

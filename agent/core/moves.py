@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -63,33 +63,17 @@ def find_moves(
             and currents[there] == expected[there]
         ):
             out[there] = step.path
-    gone: dict[Key, str] = {}
-    for step in steps:
-        before = step.restore_to
-        if before is not None and before.ident is not None and currents[step.path] is None:
-            ident = before.ident
-            gone[(ident.ino, ident.mtime_ns, ident.is_dir, before.size)] = step.path
+    gone = _vanished((step.path, step.restore_to) for step in steps if currents[step.path] is None)
     if not gone:
         return out
-    seen_dirs: set[str] = set()
-    for step in steps:
-        now = currents[step.path]
-        if now is None or not unchanged(root, step.path, now, step.expect) or step.path in out:
-            continue
-        if step.restore_to is not None and not _replaceable(step.restore_to):
-            continue
-        key = key_now(root, step.path, now)
-        source = gone.pop(key, None) if key is not None else None
-        if source is not None:
-            out[step.path] = source
-            continue
-        if step.restore_to is not None:
-            continue  # a directory moved whole went where nothing was
-        # A directory moved whole, found by what the batches created below it.
-        seen_dirs |= set(out)
-        ancestor = _moved_ancestor(root, step.path, gone, seen_dirs)
-        if ancestor is not None:
-            out[ancestor[0]] = gone.pop(ancestor[1])
+    candidates = [
+        (step.path, now, step.restore_to)
+        for step in steps
+        if (now := currents[step.path]) is not None
+        and unchanged(root, step.path, now, step.expect)
+        and step.path not in out
+    ]
+    out.update(_paired(root, gone, candidates, set(out)))
     return out
 
 
@@ -156,29 +140,48 @@ def moves_in(root: Path, ledger: Sequence[Change]) -> dict[str, str]:
     about to commit: what it moved is then not "deleted" in its record (undo
     finds the move on disk again, ``find_moves``). The path it went to was
     absent, or a file it replaced (``mv model.bin notes.txt``)."""
+    gone = _vanished((line.path, line.before) for line in ledger if line.after is None)
+    candidates = [(line.path, line.after, line.before) for line in ledger if line.after is not None]
+    return {source: path for path, source in _paired(root, gone, candidates, set()).items()}
+
+
+def _vanished(paths: Iterable[tuple[str, State | None]]) -> dict[Key, str]:
+    """{identity: path} of the entries not held (their identity known) that vanished."""
     gone: dict[Key, str] = {}
-    for line in ledger:
-        before = line.before
-        if line.after is None and before is not None and before.ident is not None:
+    for path, before in paths:
+        if before is not None and before.ident is not None:
             ident = before.ident
-            gone[(ident.ino, ident.mtime_ns, ident.is_dir, before.size)] = line.path
+            gone[(ident.ino, ident.mtime_ns, ident.is_dir, before.size)] = path
+    return gone
+
+
+def _paired(
+    root: Path,
+    gone: dict[Key, str],
+    candidates: Sequence[tuple[str, State, State | None]],
+    seen: set[str],
+) -> dict[str, str]:
+    """{where it is now: where it was}: each candidate (its path, its state now, what
+    it replaced) holding the identity of an entry that vanished, or leading to
+    one (a directory kept as one entry, moved whole: only where nothing was).
+    ``seen``: directories not to look at again; found ones are added."""
     out: dict[str, str] = {}
     if not gone:
         return out
-    seen_dirs: set[str] = set()
-    for line in ledger:
-        if line.after is None or not (line.before is None or _replaceable(line.before)):
+    for path, now, replaced in candidates:
+        if replaced is not None and not _replaceable(replaced):
             continue
-        key = key_now(root, line.path, line.after)
+        key = key_now(root, path, now)
         source = gone.pop(key, None) if key is not None else None
         if source is not None:
-            out[source] = line.path
+            out[path] = source
+            seen.add(path)
             continue
-        if line.before is not None:
-            continue  # a directory moved whole goes where nothing was
-        ancestor = _moved_ancestor(root, line.path, gone, seen_dirs)
+        if replaced is not None:
+            continue  # a directory moved whole went where nothing was
+        ancestor = _moved_ancestor(root, path, gone, seen)
         if ancestor is not None:
-            out[gone.pop(ancestor[1])] = ancestor[0]
+            out[ancestor[0]] = gone.pop(ancestor[1])
     return out
 
 
