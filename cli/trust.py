@@ -21,14 +21,12 @@ its C halves (``earshot.cli.lean``): the client runs on every hook event.
 from __future__ import annotations
 
 import os
-import sys
+
+from earshot.agent.watch import protocol
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-_SOL_SOCKET = 1
-_SO_PEERCRED = 17  # Linux: struct ucred {pid_t pid; uid_t uid; gid_t gid;}
 
 
 def path_refusal(alias: str) -> str | None:
@@ -66,10 +64,9 @@ def _directory_refusal(directory: str) -> str | None:
 def peer_refusal(sock: Any) -> str | None:
     """Why the process at the other end of ``sock`` must not be trusted; None: it is this user."""
     try:
-        creds = sock.getsockopt(_SOL_SOCKET, _SO_PEERCRED, 12)
+        uid = protocol.peer_uid(sock)
     except OSError as exc:
         return f"cannot tell who serves the socket ({exc.strerror})"
-    uid = int.from_bytes(creds[4:8], sys.byteorder)
     if uid != os.geteuid():
         return f"the process serving it runs as uid {uid}, not as you (uid {os.geteuid()})"
     return None

@@ -356,7 +356,7 @@ MUTANTS = [
     ),
     (
         "agent/watch/client.py",
-        "            if int.from_bytes(creds[4:8], sys.byteorder) != os.geteuid():",
+        "            if protocol.peer_uid(sock) != os.geteuid():",
         "            if False:",
         "tests/cli/test_hosted.py -k full_cli_asks",
     ),

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from earshot.agent.watch import protocol
 from earshot.cas.errors import EarshotError
 from earshot.cas.paths import checkpoints_dir, data_home, real_root
 
@@ -167,8 +168,7 @@ class Connection:
                 sock.connect(address)
             # Only a daemon of this user is asked what changed: another's
             # "nothing" would be recorded as the truth.
-            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-            if int.from_bytes(creds[4:8], sys.byteorder) != os.geteuid():
+            if protocol.peer_uid(sock) != os.geteuid():
                 raise PermissionError(errno.EPERM, "the daemon runs as another user")
         except OSError:
             sock.close()

@@ -20,6 +20,11 @@ from __future__ import annotations
 import os
 import sys
 
+# typing costs the thin client a few ms; annotations are not evaluated here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 # The builtin module: hashlib loads OpenSSL first, a few ms of every call.
 if sys.version_info >= (3, 12):
     from _sha2 import sha256
@@ -76,3 +81,15 @@ def alias_path(home: str, real_root: str) -> str:
     """The symlink to the socket of ``real_root``'s daemon (it may not exist)."""
     key = sha256(os.fsencode(real_root)).hexdigest()[:32]
     return os.path.join(home, "run", key)
+
+
+#: ``SOL_SOCKET`` and ``SO_PEERCRED`` on Linux (``socket`` costs the thin client an import).
+_SOL_SOCKET = 1
+_SO_PEERCRED = 17
+
+
+def peer_uid(sock: Any) -> int:
+    """The uid of the process at the other end of a unix socket (``SO_PEERCRED``:
+    struct ucred {pid, uid, gid}); ``OSError`` if it cannot be told."""
+    creds = sock.getsockopt(_SOL_SOCKET, _SO_PEERCRED, 12)
+    return int.from_bytes(creds[4:8], sys.byteorder)
