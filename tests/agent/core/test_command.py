@@ -85,3 +85,17 @@ def test_a_captured_command_that_closed_its_output_and_ignores_sigterm_is_killed
     took = time.monotonic() - began
     assert ran.interrupted_by == signal.SIGTERM and ran.returncode == -signal.SIGKILL
     assert GRACE_S < took < GRACE_S + 10
+
+
+def test_a_signal_from_before_the_command_existed_stops_it_even_if_its_shell_loses_it(
+    tmp_path: Path,
+) -> None:
+    # A shell starting up may lose a SIGINT (dash's -c does, now and then). Made
+    # certain here: the child sends it to earshot before exec, then ignores it.
+    def on_start(pgid: int, start: int | None) -> None:
+        os.kill(os.getppid(), signal.SIGINT)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    ran = run_command(shell_argv("sleep 30"), str(tmp_path), True, on_start)
+    assert ran.interrupted_by == signal.SIGINT
+    assert ran.returncode == -signal.SIGKILL
