@@ -6,8 +6,9 @@ import sys
 
 import click
 
+from earshot.agent.core.batch import Batch
 from earshot.agent.core.engine import Engine
-from earshot.agent.core.records import session_batches
+from earshot.agent.core.records import OUTSIDE, get_session, session_batches
 from earshot.agent.core.undo import redo as redo_batches
 from earshot.agent.core.undo import undo as undo_batches
 from earshot.cas.project import Project
@@ -39,6 +40,10 @@ def _was_finished(engine: Engine, kind: str, as_json: bool) -> bool:
 def log(project: Project, as_json: bool, session: str | None) -> None:
     """List the session's batches: seq, time, calls, files changed (+ ~ -).
 
+    Between them, as oN, what changed outside any call meanwhile (the person,
+    another tool, a process left running): batch N of the session 'outside',
+    which 'earshot undo --session outside' takes back.
+
     Says which were undone, which earshot made itself (undo/redo), and which
     had their changes folded into the next snapshot (too large a tree to
     restage after a command, and no watcher). Creates nothing: in a root with
@@ -46,14 +51,20 @@ def log(project: Project, as_json: bool, session: str | None) -> None:
     """
     batches = []
     pending = []
+    outside: list[Batch] = []
     if session is not None:
         with project.store.backend.read() as view:
             batches = session_batches(view, session)
+            record = get_session(view, session)
+            if session != OUTSIDE and record is not None:
+                # What changed outside any call since the session began.
+                since = record.created_ns
+                outside = [b for b in session_batches(view, OUTSIDE) if b.time_ns >= since]
         intents = project.intents
         pending = [
             (i, intents.is_live(i)) for i in intents.pending() if i.doc.get("session") == session
         ]
-    doc, text = render_agent.log(session, batches, pending)
+    doc, text = render_agent.log(session, batches, pending, outside)
     render.emit(doc, text, as_json)
 
 

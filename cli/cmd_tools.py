@@ -11,6 +11,7 @@ import click
 from earshot.agent.core import coverage
 from earshot.agent.core.calls import Bash, Call, EditFile, WriteFile, exit_status, parse_call
 from earshot.agent.core.engine import Engine, Outcome
+from earshot.agent.core.outside import notice
 
 from . import render, render_agent
 from .common import EXIT_ERROR, fail, session_command
@@ -23,8 +24,11 @@ def _finish(engine: Engine, out: Outcome, as_json: bool) -> None:
     too, once the batch is recorded: exit 128 + the signal, as a shell does.
     """
     if as_json:
-        render.emit(render_agent.outcome(engine.session.id, out.batch, out.results), "", True)
+        render.emit(
+            render_agent.outcome(engine.session.id, out.batch, out.results, out.outside), "", True
+        )
     if not as_json:
+        _say_outside(out)
         for result in out.results:
             if result.error is not None:
                 click.echo(f"earshot: {render.one_line(result.error)}", err=True)
@@ -45,6 +49,12 @@ def _finish(engine: Engine, out: Outcome, as_json: bool) -> None:
         sys.exit(last.exit_code)
     if any(not r.ok for r in out.results):
         sys.exit(EXIT_ERROR)
+
+
+def _say_outside(out: Outcome) -> None:
+    """On stderr: what changed outside any call before the calls, and its batch."""
+    for batch in out.outside:
+        click.echo(f"earshot: {render.one_line(notice(batch))}", err=True)
 
 
 def _say_uncovered(out: Outcome) -> None:
@@ -114,8 +124,11 @@ def exec_(engine: Engine, as_json: bool, source: IO[str]) -> None:
     engine.capture = True
     out = engine.run_batch(calls)
     if as_json:
-        render.emit(render_agent.outcome(engine.session.id, out.batch, out.results), "", True)
+        render.emit(
+            render_agent.outcome(engine.session.id, out.batch, out.results, out.outside), "", True
+        )
     else:
+        _say_outside(out)
         for result in out.results:
             click.echo(json.dumps(result.to_json(), ensure_ascii=False))
         _say_uncovered(out)

@@ -8,6 +8,8 @@ from typing import Any
 from earshot.agent.core import coverage
 from earshot.agent.core.batch import Batch, Change, State
 from earshot.agent.core.calls import CallResult
+from earshot.agent.core.outside import BY_LEFT_RUNNING
+from earshot.agent.core.records import OUTSIDE
 from earshot.agent.core.reversal import Impact
 from earshot.cas.intents import Intent
 
@@ -68,7 +70,17 @@ def _call_text(call: dict[str, Any]) -> str:
         return f"bash: {one_line(str(call.get('command', '')))}"
     if tool in ("undo", "redo"):
         return str(tool) + (f" {call['count']}" if call.get("count", 1) != 1 else "")
+    if tool == "outside":
+        left = call.get("left_running")
+        if isinstance(left, dict):
+            return f"left running by batch {left.get('batch')}"
+        return "changed outside any call"
     return f"{tool} {quote_path(str(call.get('path', '')))}".rstrip()
+
+
+def _outside(batch: Batch) -> bool:
+    """A batch of what changed outside any call (``outside``)."""
+    return bool(batch.calls) and batch.calls[0].get("tool") == "outside"
 
 
 def batch_line(batch: Batch) -> str:
@@ -86,7 +98,11 @@ def batch_line(batch: Batch) -> str:
         flags.append("interrupted: recorded from the tree as found, calls named only where proven")
     if batch.folded:
         flags.append("folded: changes go to the next snapshot, not attributed")
-    elif any(not isinstance(c.by, int) for c in batch.ledger) and not batch.kind.self_created:
+    elif any(c.by == BY_LEFT_RUNNING for c in batch.ledger) and not _outside(batch):
+        flags.append("some changes made by what a command left running")
+    elif any(not isinstance(c.by, int) for c in batch.ledger) and not (
+        batch.kind.self_created or _outside(batch)
+    ):
         flags.append("some changes found by a restage, not attributed to a call")
     gaps = sum(1 for c in batch.calls if c.get("gap"))
     if gaps:
@@ -111,16 +127,19 @@ def batch_line(batch: Batch) -> str:
     if not batch.ledger and not batch.folded and not gaps:
         flags.append("changed nothing")
     tail = f"  [{'; '.join(flags)}]" if flags else ""
-    return (
-        f"{batch.seq:>4}  {when(batch.time_ns)}  {calls:<48}  +{added} ~{modified} -{deleted}{tail}"
-    )
+    seq = f"o{batch.seq}" if batch.session == OUTSIDE else str(batch.seq)
+    return f"{seq:>4}  {when(batch.time_ns)}  {calls:<48}  +{added} ~{modified} -{deleted}{tail}"
 
 
 def log(
-    session: str | None, batches: list[Batch], pending: Sequence[tuple[Intent, bool]] = ()
+    session: str | None,
+    batches: list[Batch],
+    pending: Sequence[tuple[Intent, bool]] = (),
+    outside: Sequence[Batch] = (),
 ) -> tuple[dict[str, Any], str]:
     """The session's batches, and those that ran but are not recorded yet (``pending``:
-    their intents, and whether the process running them lives)."""
+    their intents, and whether the process running them lives); ``outside``:
+    the batches of what changed outside any call meanwhile, listed among them."""
     waiting = [
         {
             "seq": intent.doc.get("seq"),
@@ -131,10 +150,18 @@ def log(
         }
         for intent, live in pending
     ]
-    doc = {"session": session, "batches": [batch_doc(b) for b in batches], "pending": waiting}
+    doc = {
+        "session": session,
+        "batches": [batch_doc(b) for b in batches],
+        "pending": waiting,
+        "outside": [batch_doc(b) for b in outside],
+    }
     if session is None:
         return doc, NO_SESSIONS
-    lines = [f"session {session}"] + [batch_line(b) for b in batches]
+    # Both kinds in the order they were recorded: what changed outside any
+    # call between two batches is listed between them.
+    shown = sorted([*batches, *outside], key=lambda b: b.time_ns)
+    lines = [f"session {session}"] + [batch_line(b) for b in shown]
     for item in waiting:
         state = (
             "running now"
@@ -144,10 +171,17 @@ def log(
         lines.append(f"{item['seq']!s:>4}  {item['started']}  {item['kind']}  [{state}]")
     if not batches and not waiting:
         lines.append("  no batches yet")
+    if outside and session != OUTSIDE:
+        lines.append(
+            f"  oN: batch N of what changed outside any call; "
+            f"'earshot undo --session {OUTSIDE}' takes the last back"
+        )
     return doc, "\n".join(lines)
 
 
-def outcome(session: str, batch: Batch, results: tuple[CallResult, ...]) -> dict[str, Any]:
+def outcome(
+    session: str, batch: Batch, results: tuple[CallResult, ...], outside: Sequence[Batch] = ()
+) -> dict[str, Any]:
     return {
         "session": session,
         "batch": batch.seq,
@@ -155,6 +189,11 @@ def outcome(session: str, batch: Batch, results: tuple[CallResult, ...]) -> dict
         "changes": [change_doc(c) for c in batch.ledger],
         "folded": batch.folded,
         "uncovered": [u.to_json() for u in coverage.uncovered(batch.ledger)],
+        # What changed outside any call before or between the calls: batches of their own.
+        "outside": [
+            {"session": b.session, "batch": b.seq, "changes": [change_doc(c) for c in b.ledger]}
+            for b in outside
+        ],
     }
 
 

@@ -24,12 +24,14 @@ from earshot.agent.core.ledger import mark_ambiguous, merge_ledger
 from earshot.agent.core.moves import known_before, moves_in
 from earshot.agent.core.records import (
     SessionRecord,
+    Settled,
     WatchMark,
     get_batch,
     get_session,
     note_batch_span,
     put_batch,
     put_session,
+    put_settled,
     put_watch_mark,
 )
 from earshot.cas import faults
@@ -37,6 +39,9 @@ from earshot.cas.digest import Digest
 from earshot.cas.intents import Held, end_intent, put_intent
 from earshot.cas.project import Project
 
+#: The state a batch ended on, known exactly, and the process groups its
+#: commands left running, with their command (``Settled``).
+Settles = tuple[Digest, tuple[tuple[int, str], ...]]
 #: ``marks(seq)`` -> {other batch's seq: the fields to set on it}, given the
 #: committing batch's own number.
 Marks = Callable[[int], Mapping[int, Mapping[str, Any]]]
@@ -131,6 +136,8 @@ def commit_batch(
     watch_mark: WatchMark | None,
     marks: Marks | None = None,
     then: Held | None = None,
+    settles: Settles | None = None,
+    between: bool = False,
 ) -> tuple[Batch, SessionRecord]:
     """Commit ``draft``; returns the batch and the session's state after it.
 
@@ -139,7 +146,11 @@ def commit_batch(
     batch was seen running meanwhile; the store's record of recent batches
     may show more. ``watch_mark``: what the belief the batch ends on vouches
     for (None drops the mark). ``then``: an intent for what must follow,
-    made by the caller, started in the same transaction.
+    made by the caller, started in the same transaction. ``settles``: the
+    state the batch ended on, known exactly, and the process groups its
+    commands left running (None: not known; ``Settled``). ``between``: a batch
+    of changes made between calls (``outside``): it spans no time of its own
+    beside other sessions' batches, and leaves the watch mark as it is.
     """
     now = time.time_ns()
     # What the batch moved of what is not held, and what it left held of it
@@ -151,7 +162,7 @@ def commit_batch(
         known = known_before(project.root, merge_ledger(draft.ledger), moved, started_ns)
     faults.point("batch-commit")
     with project.store.backend.write() as txn:
-        beside = note_batch_span(txn, session.id, started_ns, now) or overlap
+        beside = (not between and note_batch_span(txn, session.id, started_ns, now)) or overlap
         ledger = list(draft.ledger)
         if beside and draft.kind is BatchKind.CALLS:
             ledger = mark_ambiguous(ledger, draft.calls)
@@ -177,7 +188,12 @@ def commit_batch(
             marked = get_batch(txn, session.id, other)
             if marked is not None:
                 put_batch(txn, replace(marked, **fields))
-        put_watch_mark(txn, watch_mark)
+        if not between:
+            put_watch_mark(txn, watch_mark)
+        if settles is None:
+            put_settled(txn, None)
+        else:
+            put_settled(txn, Settled(settles[0], session.id, seq, settles[1]))
         written = tuple(dict.fromkeys((*current.written, *session.written)))
         state = SessionRecord(
             current.id, current.created_ns, now, max(current.next_seq, seq + 1), written

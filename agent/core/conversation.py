@@ -26,6 +26,7 @@ from pathlib import Path
 
 from earshot.agent.core.batch import Batch
 from earshot.agent.core.records import (
+    OUTSIDE,
     SessionRecord,
     all_sessions,
     bound_sessions,
@@ -192,12 +193,22 @@ def summaries(project: Project, *, with_batch_counts: bool = True) -> list[Sessi
     return out
 
 
+class NothingOutside(EarshotError):
+    def __init__(self) -> None:
+        super().__init__(
+            f"nothing has changed outside any call in this root: session '{OUTSIDE}' "
+            "has no batches yet"
+        )
+
+
 def _resolve(project: Project, text: str, allow_new: bool = True) -> str:
     """The session id ``text`` names: an id or unique prefix of either half's ids.
 
     A full id known to neither half is taken as is when ``allow_new``: a
     session made elsewhere (by the log library, say) whose halves start now.
     """
+    if text.strip().lower() == OUTSIDE:  # a name, not an id: no aliases apply
+        return OUTSIDE
     with project.store.backend.read() as view:
         known = {r.id for r in all_sessions(view)}
     known.update(p.name.removesuffix(SUFFIX) for p in session_files(log_dir(project)))
@@ -243,6 +254,12 @@ def select(
         ident = find(project, None, most_recent=most_recent)
     if ident is None:
         return new_session(project), True
+    if ident == OUTSIDE:  # batches only: no conversation, nothing registered
+        with project.store.backend.read() as view:
+            outside = get_session(view, OUTSIDE)
+        if outside is None:
+            raise NothingOutside()
+        return outside, False
     record = _register(project, ident)
     ensure_log(project, record.id)
     return record, False

@@ -96,7 +96,7 @@ def uncovered(ledger: Sequence[Change]) -> list[Uncovered]:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\\\"]")
 
 
-def _quote(path: str) -> str:
+def quote(path: str) -> str:
     """A path for one line of text: in quotes with escapes when it needs them."""
     if _CONTROL.search(path) is None:
         return path
@@ -104,7 +104,7 @@ def _quote(path: str) -> str:
 
 
 def lines(
-    items: Sequence[Uncovered], quote: Callable[[str], str] = _quote, shown: int = SHOWN
+    items: Sequence[Uncovered], quote: Callable[[str], str] = quote, shown: int = SHOWN
 ) -> list[str]:
     """One line per path (``not covered by undo: .env (ignored, deleted)``), at most ``shown``."""
     out = [

@@ -35,8 +35,9 @@ from earshot.agent.core.command import CommandRunner, run_command, shell_argv
 from earshot.agent.core.commit import Draft, Marks, begin_intent, commit_batch, others_running
 from earshot.agent.core.conversation import BatchLinker
 from earshot.agent.core.git_fingerprint import noticing_git_changes
+from earshot.agent.core.outside import OutsideRecorder, left_running
 from earshot.agent.core.policy import BatchState, Restager, budget_from_env
-from earshot.agent.core.records import get_session
+from earshot.agent.core.records import OUTSIDE, get_session
 from earshot.agent.core.tools import (
     Classifier,
     Tools,
@@ -95,6 +96,9 @@ class Outcome:
     #: A signal earshot received while a command ran (passed on to it); the
     #: calls after it did not run. The caller exits 128 + this.
     interrupted_by: int | None = None
+    #: What changed outside any call before or between the calls, recorded
+    #: as batches of their own (``outside``): said with the outcome.
+    outside: tuple[Batch, ...] = ()
 
 
 class Engine:
@@ -127,7 +131,7 @@ class Engine:
         #: ``runner`` runs the shell commands (a daemon's: its client does).
         self.tools = Tools(project, self.policy, classifier, runner)
         self.capture = capture_output
-        if on_batch is None and link_conversation:
+        if on_batch is None and link_conversation and record.id != OUTSIDE:
             on_batch = BatchLinker(project, record.id)
         #: Called after each batch commits; by default it links the batch into
         #: the session's conversation log at its current leaf.
@@ -135,6 +139,8 @@ class Engine:
         #: Interrupted operations (intents) finished by this process before it
         #: began its own work: a command re-run after a kill can tell it is done.
         self.settled: tuple[Intent, ...] = ()
+        #: Records what changed outside any call (``outside``).
+        self.outside = OutsideRecorder(project)
 
     def finished_interrupted(self, kind: str) -> Intent | None:
         """An interrupted operation of ``kind`` in this session that was just finished."""
@@ -147,6 +153,7 @@ class Engine:
 
     def run_batch(self, calls: Sequence[Call], labels: Sequence[str] | None = None) -> Outcome:
         """Run the calls of one model turn and record them as one batch."""
+        self._refuse_outside()
         self.policy.batch = BatchState(started_ns=time.time_ns(), stale=True)
         return self._run_calls(calls, labels)
 
@@ -156,6 +163,7 @@ class Engine:
         The children run one after another here; each child's writes are
         ledgered call by call, and undo treats the whole dispatch as one unit.
         """
+        self._refuse_outside()
         calls: list[Call] = []
         labels: list[str] = []
         for number, child in enumerate(children, start=1):
@@ -166,7 +174,15 @@ class Engine:
         self.policy.full("before a subagent dispatch")
         return self._run_calls(calls, labels)
 
+    def _refuse_outside(self) -> None:
+        if self.session.id == OUTSIDE:
+            raise EarshotError(
+                f"session '{OUTSIDE}' holds what changed outside any call: it runs no calls "
+                "(undo and redo work on it)"
+            )
+
     def _run_calls(self, calls: Sequence[Call], labels: Sequence[str] | None) -> Outcome:
+        self.outside.reset()
         described = []
         for index, call in enumerate(calls):
             doc = describe(call)
@@ -212,6 +228,7 @@ class Engine:
                     written=self.session.written,
                     doomed=self.tools.doomed(call),
                 )
+                self.note_outside(start=held is None, ledger=ledger)
                 if held is None:
                     before = rec.digest if rec is not None else self.project.head_snapshot()
                     held = self.begin_intent(INTENT_CALLS, before, {"calls": described})
@@ -233,6 +250,9 @@ class Engine:
                     )
                 folded |= was_folded
                 results.append(replace(result, git=tuple(git.paths)))
+                group = left_running(held.notes(), index)
+                if group is not None:
+                    self.outside.left.append((group, call.command))
                 index += 1
             after = self.project.head_snapshot() if before is not None else None
             draft = Draft(BatchKind.CALLS, tuple(described), before, after, ledger, folded=folded)
@@ -244,7 +264,17 @@ class Engine:
             if isinstance(exc, EarshotError | OSError):
                 raise BatchNotRecorded(exc, int(held.intent.doc["seq"])) from exc
             raise
-        return Outcome(batch, tuple(results), stopped)
+        return Outcome(batch, tuple(results), stopped, tuple(self.outside.recorded))
+
+    def note_outside(self, *, start: bool, ledger: list[Change] | None = None) -> None:
+        """After the restage before a call: record what changed outside any call
+        since the settled state (``start``: no batch of this process is open) or
+        since the last restage of the open batch (``outside``)."""
+        policy = self.policy
+        if start:
+            self.outside.at_start(self.session.id, policy.found)
+        else:
+            self.outside.mid_batch(self.session.id, policy.previous, policy.found, ledger)
 
     # -- the calls ------------------------------------------------------------
 
@@ -331,6 +361,7 @@ class Engine:
             watch_mark=self.policy.belief.watch_mark(),
             marks=marks,
             then=then,
+            settles=self.outside.settles(draft, self.policy.exactly()),
         )
         if held is not None:
             held.release()

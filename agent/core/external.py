@@ -160,6 +160,8 @@ class ExternalBatch:
         restage_before(self.engine, call, destructive)
         if running:
             self._span(start, running[0])
+        else:  # between two calls, none running: no call's change
+            self.engine.note_outside(start=False)
         return self._begun(call)
 
     def _begun(self, call: ExternalCall) -> int:

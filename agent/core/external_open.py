@@ -65,6 +65,7 @@ def _open(
     policy.batch = BatchState(started_ns=time.time_ns(), stale=True)
     policy.last = None
     restage_before(engine, call, destructive)
+    engine.note_outside(start=True)  # what changed since the last batch ended
     before = policy.last.digest if policy.last is not None else engine.project.head_snapshot()
     external = {"agent": agent, "agent_session": agent_session}
     held = engine.begin_intent(

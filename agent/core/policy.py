@@ -115,6 +115,18 @@ class Restager:
         self.batch = BatchState()
         #: The last state a restage recorded (the believed tree's snapshot).
         self.last: Recorded | None = None
+        #: Around the last ``before_call``'s restage: the state known exactly
+        #: before it and after it (None: not known exactly). What differs
+        #: changed between calls (``outside``).
+        self.previous: Recorded | None = None
+        self.found: Recorded | None = None
+
+    def exactly(self) -> Recorded | None:
+        """The last state recorded, if the tree is believed to be exactly it."""
+        last = self.last
+        if self.belief.exact and last is not None and last.snapshot.tree == self.belief.tree:
+            return last
+        return None
 
     def full(self, note: str) -> Recorded:
         log.debug("policy", restage="full", why=note)
@@ -192,9 +204,11 @@ class Restager:
         """Bring the recorded state up to date as the policy asks before a call
         (``_before_call``); then, for a command that names paths to delete
         (``doomed``), record what they hold that is not held yet (``doomed``)."""
+        self.previous = self.exactly()
         rec = self._before_call(
             writes=writes, destructive=destructive, targets=targets, written=written
         )
+        self.found = self.exactly()  # before the targets are lifted: that changes no file
         if writes or doomed is None or self.belief.tree is None:
             return rec
         paths = doomed()

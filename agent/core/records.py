@@ -10,6 +10,7 @@ or lays out their keys:
 | ``sessions`` | session id | a sealed JSON session record |
 | ``agent`` | ``records-version`` | ``1``: the records are sealed |
 | | ``watch-mark`` | JSON: the daemon token and tree the last exact batch ended on |
+| | ``settled`` | JSON: the state the last batch of any session ended on, when known exactly |
 | | ``recent-batches`` | JSON: (session, start, end) of the last 64 batches of any session |
 | | ``bound/<agent>/<its session>`` | sealed JSON: the earshot session an agent's maps to |
 
@@ -41,6 +42,10 @@ TABLES = (BATCHES, SESSIONS, AGENT)
 _RECORDS_KEY = b"records-version"
 _RECORDS_VERSION = b"1"
 _WATCH_MARK = b"watch-mark"
+_SETTLED = b"settled"
+#: The pseudo-session of changes made outside any call (``outside``): it has
+#: batches, numbered as a session's, but no conversation and no agent.
+OUTSIDE = "outside"
 _RECENT = b"recent-batches"
 #: How many batches' spans are kept to tell whether two sessions overlapped.
 _RECENT_KEEP = 64
@@ -149,10 +154,12 @@ def get_session(view: ReadView, session: str) -> SessionRecord | None:
     return None if raw is None else _load(SessionRecord, key, raw, f"session {session}")
 
 
-def all_sessions(view: ReadView) -> list[SessionRecord]:
+def all_sessions(view: ReadView, *, outside: bool = False) -> list[SessionRecord]:
+    """Every session's record; with ``outside``, the pseudo-session ``OUTSIDE`` too."""
     return [
         _load(SessionRecord, k, v, f"session {k.decode(errors='replace')}")
         for k, v in view.items(SESSIONS)
+        if outside or k != OUTSIDE.encode()
     ]
 
 
@@ -293,3 +300,44 @@ def bound_sessions(view: ReadView) -> dict[str, tuple[str, str]]:
         except (CorruptRecord, KeyError, TypeError):
             continue  # a damaged binding: that session just shows no agent
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """The state the last batch of any session ended on, known exactly: what
+    differs from it when the next batch begins changed outside any call."""
+
+    snapshot: Digest
+    session: str
+    seq: int
+    #: Process groups its commands left running, with their command: what
+    #: they change while they run is that session's.
+    left: tuple[tuple[int, str], ...] = ()
+
+
+def load_settled(view: ReadView) -> Settled | None:
+    raw = view.get(AGENT, _SETTLED)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+        left = tuple((int(g), str(c)) for g, c in doc.get("left", ()))
+        return Settled(
+            Digest(bytes.fromhex(doc["snapshot"])), str(doc["session"]), int(doc["seq"]), left
+        )
+    except (ValueError, KeyError, TypeError):
+        return None  # damaged: changes until the next batch are not told apart, nothing more
+
+
+def put_settled(txn: WriteBatch, settled: Settled | None) -> None:
+    """Set the settled state, or (None) drop it: the tree now is not known exactly."""
+    if settled is None:
+        txn.delete(AGENT, _SETTLED)
+        return
+    doc = {
+        "snapshot": settled.snapshot.hex(),
+        "session": settled.session,
+        "seq": settled.seq,
+        "left": [list(item) for item in settled.left],
+    }
+    txn.put(AGENT, _SETTLED, json.dumps(doc).encode())

@@ -38,6 +38,7 @@ from earshot.agent.core.external import session_lock
 from earshot.agent.core.external_calls import ExternalCall, ToolKind
 from earshot.agent.core.external_notes import recently_closed
 from earshot.agent.core.external_open import begin_call, open_batch, record_gap
+from earshot.agent.core.outside import notice
 from earshot.agent.core.records import get_bound_session, put_bound_session
 from earshot.agent.core.tracker import ChangeTracker
 from earshot.agent.hooks.answer import SILENT, Answer
@@ -169,7 +170,7 @@ def _handle(engine: Engine, event: HookEvent, options: Options) -> Answer:
             agent_session=event.session,
         )
         begun.done()
-        return SILENT
+        return _outside_said(engine)
     if kind is EventKind.POST_TOOL:
         return _after_tool(engine, event, options)
     if kind in (EventKind.SUBAGENT_START, EventKind.SUBAGENT_STOP):
@@ -199,6 +200,14 @@ def _handle(engine: Engine, event: HookEvent, options: Options) -> Answer:
     if uncovered:
         return Answer(message="\n".join(f"earshot: {line}" for line in coverage.lines(uncovered)))
     return SILENT
+
+
+def _outside_said(engine: Engine) -> Answer:
+    """What changed outside any call before this one, said in the agent's view."""
+    recorded = engine.outside.recorded
+    if not recorded:
+        return SILENT
+    return Answer(message="\n".join(f"earshot: {notice(b)}" for b in recorded))
 
 
 _REASONS = {

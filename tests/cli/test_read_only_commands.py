@@ -55,7 +55,12 @@ def test_a_read_only_command_in_an_unrecorded_root_creates_no_store(
 def test_log_with_root_slash_creates_no_session(cli: Cli) -> None:
     ran = cli.run("log", "--root", "/")
     assert ran.stdout == NO_SESSIONS + "\n"
-    assert cli.json("log", "--root", "/") == {"session": None, "batches": [], "pending": []}
+    assert cli.json("log", "--root", "/") == {
+        "session": None,
+        "batches": [],
+        "pending": [],
+        "outside": [],
+    }
     assert not cli.home.exists(), _everything(cli.home)
 
 
