@@ -266,6 +266,10 @@ class Engine:
             raise
         return Outcome(batch, tuple(results), stopped, tuple(self.outside.recorded))
 
+    def _exact_tree(self) -> Digest | None:
+        belief = self.policy.belief
+        return belief.tree if belief.exact else None
+
     def note_outside(self, *, start: bool, ledger: list[Change] | None = None) -> None:
         """After the restage before a call: record what changed outside any call
         since the settled state (``start``: no batch of this process is open) or
@@ -361,7 +365,7 @@ class Engine:
             watch_mark=self.policy.belief.watch_mark(),
             marks=marks,
             then=then,
-            settles=self.outside.settles(draft, self.policy.exactly()),
+            settles=self.outside.settles(draft, self._exact_tree()),
         )
         if held is not None:
             held.release()

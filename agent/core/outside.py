@@ -157,10 +157,11 @@ class OutsideRecorder:
             return None
         return self._commit(OUTSIDE, {"tool": "outside"}, previous.digest, found, lines, [])
 
-    def settles(self, draft: Draft, exact: Recorded | None) -> Settles | None:
+    def settles(self, draft: Draft, exact: Digest | None) -> Settles | None:
         """The state a batch about to commit leaves as settled (``commit_batch``).
 
-        A batch of calls known exactly to its end: its state after. Earshot's
+        A batch of calls known exactly to its end (``exact``: the tree the
+        engine believes is on disk, if it knows it exactly): its state after. Earshot's
         own (undo, redo, rewind) recorded the paths it changed on the state
         before it: its state after, while the state before it was settled
         (a change elsewhere since is still told at the next batch). Otherwise
@@ -170,8 +171,12 @@ class OutsideRecorder:
         if draft.interrupted or draft.folded or draft.after is None:
             return None
         left = tuple((g, c) for g, c in self.left if group_alive(g))
-        if exact is not None and exact.digest == draft.after:
-            return draft.after, left
+        if exact is not None:
+            try:
+                if self.project.read_snapshot(draft.after).tree == exact:
+                    return draft.after, left
+            except (EarshotError, OSError):
+                return None
         if not draft.kind.self_created:
             return None
         with self.project.store.backend.read() as view:

@@ -1,0 +1,168 @@
+"""What changes between batches is recorded as a batch of its own (``agent/core/outside``).
+
+The person, another tool, or a process a command left running changes a file
+while no call runs: the next call says so, ``log`` lists it, and it is taken
+back by its number in the pseudo-session ``outside``; a session's undo never
+reverts it. Every test runs in-process and through the root's daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from earshot_cli import Cli
+from fake_agent import Claude
+
+pytestmark = pytest.mark.both_modes
+
+
+def _until(done: Callable[[], bool], what: str) -> None:
+    """Wait for an event the test cannot be told of (a background process's work)."""
+    deadline = time.monotonic() + 60
+    while not done():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.05)
+
+
+def test_a_change_between_two_batches_is_said_listed_and_undone_by_its_number(
+    cli: Cli, root: Path
+) -> None:
+    (root / "precious").write_text("mine\n")
+    (root / "notes.txt").write_text("v1\n")
+    sid = cli.new_session()
+    cli.run("bash", "echo 1 > one.txt", session=sid)
+    (root / "precious").unlink()  # nobody's call: the person, another tool
+    (root / "notes.txt").write_text("v2\n")
+    ran = cli.run("bash", "echo 2 > two.txt", session=sid)
+    assert (
+        "earshot: changed outside any call: notes.txt (changed), precious (deleted); "
+        "recorded as batch 1 of 'outside'"
+    ) in ran.stderr, ran.stderr
+    doc = cli.json("log", session=sid)
+    assert [b["seq"] for b in doc["batches"]] == [1, 2]
+    (outside,) = doc["outside"]
+    assert {c["path"] for c in outside["changes"]} == {"notes.txt", "precious"}
+    text = cli.run("log", session=sid).stdout
+    assert text.index("echo 1") < text.index("o1 ") < text.index("echo 2"), text
+    # Taken back by its number, in the session of what changed outside.
+    cli.run("undo", "--session", "outside")
+    assert (root / "precious").read_text() == "mine\n"
+    assert (root / "notes.txt").read_text() == "v1\n"
+    cli.run("redo", "--session", "outside")
+    assert not (root / "precious").exists()
+    assert (root / "notes.txt").read_text() == "v2\n"
+
+
+def test_a_session_undo_never_reverts_what_changed_outside_any_call(cli: Cli, root: Path) -> None:
+    (root / "gone.txt").write_text("the person's\n")
+    sid = cli.new_session()
+    cli.run("bash", "echo agent > a.txt", session=sid)
+    (root / "a.txt").write_text("the person's edit\n")
+    (root / "gone.txt").unlink()
+    cli.run("bash", "echo agent > b.txt", session=sid)
+    cli.run("undo", session=sid)  # batch 2: b.txt
+    ran = cli.run("undo", session=sid, expect=3)  # batch 1: a.txt is the person's now
+    assert "a.txt" in ran.stdout and "conflict" in ran.stdout, ran.stdout
+    assert (root / "a.txt").read_text() == "the person's edit\n"
+    assert not (root / "gone.txt").exists()  # only 'undo --session outside' brings it back
+    assert not (root / "b.txt").exists()
+
+
+#: A command that leaves a process running which waits for ../go (made by the
+#: test once the batch is recorded), deletes ``precious``, notes its process
+#: group in ../group, then ends at once (``then`` = "true") or lives on.
+_LEFT_RUNNING = (
+    "(while [ ! -e ../go ]; do sleep 0.05; done; rm precious; echo $$ > ../group; {then})"
+    " >/dev/null 2>&1 &"
+)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_change_a_session_s_command_made_after_it_returned_is_said_and_undone(
+    cli: Cli, root: Path
+) -> None:
+    # The process ended before the next call: whose it was, nothing shows; it
+    # is outside any call, and the message names the command left running.
+    (root / "precious").write_text("mine\n")
+    sid = cli.new_session()
+    cli.run("bash", _LEFT_RUNNING.format(then="true"), session=sid)
+    (root.parent / "go").touch()
+    _until(lambda: (root.parent / "group").exists(), "the background rm")
+    group = int((root.parent / "group").read_text())
+    _until(lambda: not _group_alive(group), "the background process's end")
+    ran = cli.run("bash", "true", session=sid)
+    assert "changed outside any call: precious (deleted)" in ran.stderr, ran.stderr
+    assert "batch 1 had left a command running that has ended since" in ran.stderr
+    cli.run("undo", "--session", "outside")
+    assert (root / "precious").read_text() == "mine\n"
+
+
+def test_what_a_process_left_running_changes_while_it_lives_is_its_session_s(
+    cli: Cli, root: Path
+) -> None:
+    (root / "precious").write_text("mine\n")
+    sid = cli.new_session()
+    cli.run("bash", _LEFT_RUNNING.format(then="exec sleep 120"), session=sid)
+    (root.parent / "go").touch()
+    try:
+        _until(lambda: (root.parent / "group").exists(), "the background rm")
+        ran = cli.run("bash", "true", session=sid)
+        assert "changed by what batch 1 left running: precious (deleted)" in ran.stderr, ran.stderr
+        doc = cli.json("log", session=sid)
+        assert [b["calls"][0]["tool"] for b in doc["batches"]] == ["bash", "outside", "bash"]
+        assert doc["outside"] == []
+        # The session's own undo takes it back, as the last batch that changed something.
+        cli.run("undo", session=sid)
+        assert (root / "precious").read_text() == "mine\n"
+    finally:
+        if (root.parent / "group").exists():
+            os.killpg(int((root.parent / "group").read_text()), signal.SIGKILL)
+
+
+def test_an_agent_is_told_at_its_next_call_what_changed_outside_any_call(
+    cli: Cli, root: Path
+) -> None:
+    (root / "precious").write_text("mine\n")
+    claude = Claude(cli.env(), root)
+    try:
+        assert claude.start().rc == 0
+        claude.prompt("p")
+        claude.write(root / "w.txt", "w\n")
+        claude.response_end()
+        (root / "precious").unlink()  # between two responses: nobody's call
+        ident = claude.new_id()
+        tool_input = {"command": "ls", "description": "test"}
+        answer = claude.pre("Bash", tool_input, ident).answer()
+        assert answer is not None
+        assert "changed outside any call: precious (deleted)" in answer["systemMessage"]
+        assert claude.post("Bash", tool_input, ident).rc == 0
+        claude.response_end()
+        cli.run("undo", "--session", "outside")
+        assert (root / "precious").read_text() == "mine\n"
+    finally:
+        claude.close()
+
+
+def test_the_outside_session_runs_no_calls_and_is_not_a_conversation(cli: Cli, root: Path) -> None:
+    ran = cli.run("undo", "--session", "outside", expect=1)
+    assert "nothing has changed outside any call" in ran.stderr
+    sid = cli.new_session()
+    cli.run("bash", "true", session=sid)
+    (root / "x").write_text("x\n")
+    cli.run("bash", "true", session=sid)
+    ran = cli.run("bash", "--session", "outside", "true", expect=1)
+    assert "runs no calls" in ran.stderr
+    sessions = cli.json("sessions")["sessions"]
+    assert [s["id"] for s in sessions] == [sid]
