@@ -18,6 +18,7 @@ from earshot.agent.core.records import (
     all_sessions,
     delete_session,
     get_session,
+    load_settled,
     put_session,
     session_batches,
 )
@@ -84,12 +85,17 @@ def prune_sessions(project: Project, keep: int = DEFAULT_KEEP_SESSIONS) -> list[
 
 
 def batch_roots(project: Project) -> list[Digest]:
-    """Every snapshot a kept batch refers to: gc must keep them."""
+    """Every snapshot a kept batch refers to (what changed outside any call
+    included), and the settled state the next batch compares with: gc must
+    keep them."""
     roots: list[Digest] = []
     with project.store.backend.read() as view:
-        for record in all_sessions(view):
+        for record in all_sessions(view, outside=True):
             for batch in session_batches(view, record.id):
                 roots.extend(d for d in (batch.before, batch.after) if d is not None)
+        settled = load_settled(view)
+    if settled is not None:
+        roots.append(settled.snapshot)
     return roots
 
 

@@ -166,3 +166,18 @@ def test_the_outside_session_runs_no_calls_and_is_not_a_conversation(cli: Cli, r
     assert "runs no calls" in ran.stderr
     sessions = cli.json("sessions")["sessions"]
     assert [s["id"] for s in sessions] == [sid]
+
+
+def test_gc_keeps_what_an_outside_batch_needs_to_be_undone(cli: Cli, root: Path) -> None:
+    (root / "precious").write_text("mine\n")
+    sid = cli.new_session()
+    cli.run("bash", "true", session=sid)
+    (root / "precious").unlink()
+    cli.run("bash", "echo later > later.txt", session=sid)
+    for _ in range(20):  # the session is pruned (20 are kept): its batches go
+        cli.new_session()
+    cli.run("gc")
+    assert cli.json("log", session=sid)["batches"] == []
+    assert "problem" not in cli.run("fsck").stdout.lower()
+    cli.run("undo", "--session", "outside")
+    assert (root / "precious").read_text() == "mine\n"
