@@ -373,6 +373,7 @@ def restage_before(engine: Engine, call: ExternalCall, destructive: Callable[[],
     policy = engine.policy
     if call.kind is ToolKind.DISPATCH:
         policy.batch.written_fresh = True
+        policy.previous = policy.found = None  # compared with nothing (``outside``)
         policy.full("before a subagent dispatch")
         return
     writes = call.kind is ToolKind.WRITE
