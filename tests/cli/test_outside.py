@@ -18,6 +18,8 @@ import pytest
 from earshot_cli import Cli
 from fake_agent import Claude
 
+from earshot.agent.core.outside import group_alive
+
 pytestmark = pytest.mark.both_modes
 
 
@@ -82,14 +84,6 @@ _LEFT_RUNNING = (
 )
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_a_change_a_session_s_command_made_after_it_returned_is_said_and_undone(
     cli: Cli, root: Path
 ) -> None:
@@ -101,7 +95,7 @@ def test_a_change_a_session_s_command_made_after_it_returned_is_said_and_undone(
     (root.parent / "go").touch()
     _until(lambda: (root.parent / "group").exists(), "the background rm")
     group = int((root.parent / "group").read_text())
-    _until(lambda: not _group_alive(group), "the background process's end")
+    _until(lambda: not group_alive(group), "the background process's end")
     ran = cli.run("bash", "true", session=sid)
     assert "changed outside any call: precious (deleted)" in ran.stderr, ran.stderr
     assert "batch 1 had left a command running that has ended since" in ran.stderr
