@@ -366,6 +366,30 @@ MUTANTS = [
         "                        and current.digest is not None",
         "tests/cli/test_ignored_undo.py -k out_of_a_cache",
     ),
+    (
+        "agent/core/outside.py",
+        "if old == found.snapshot.tree or others_running(self.project, session, None):",
+        "if old == found.snapshot.tree:",
+        "tests/cli/test_outside.py -k another_session",
+    ),
+    (
+        "agent/core/outside.py",
+        "if beside or others_running(self.project, session, None):",
+        "if others_running(self.project, session, None):",
+        "tests/cli/test_outside.py -k between_two_calls",
+    ),
+    (
+        "agent/core/outside.py",
+        "if beside or others_running(self.project, session, None):",
+        "if beside:",
+        "tests/cli/test_outside.py",
+    ),
+    (
+        "agent/core/vouched.py",
+        "return seen | set(linked) | shared_writable_mappings(project.root)",
+        "return seen | set(linked)",
+        "tests/cli/test_vouched.py -k mapping",
+    ),
 ]
 
 

@@ -278,7 +278,9 @@ class Engine:
         if start:
             self.outside.at_start(self.session.id, policy.found)
         else:
-            self.outside.mid_batch(self.session.id, policy.previous, policy.found, ledger)
+            self.outside.mid_batch(
+                self.session.id, policy.previous, policy.found, ledger, policy.batch.started_ns
+            )
 
     # -- the calls ------------------------------------------------------------
 

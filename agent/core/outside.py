@@ -30,7 +30,13 @@ from earshot.agent.core.batch import Batch, BatchKind, Change
 from earshot.agent.core.commit import Draft, Settles, commit_batch, others_running
 from earshot.agent.core.coverage import quote
 from earshot.agent.core.ledger import tree_changes
-from earshot.agent.core.records import OUTSIDE, SessionRecord, get_session, load_settled
+from earshot.agent.core.records import (
+    OUTSIDE,
+    SessionRecord,
+    get_session,
+    load_settled,
+    others_ended_since,
+)
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.project import Project, Recorded
@@ -138,15 +144,23 @@ class OutsideRecorder:
         previous: Recorded | None,
         found: Recorded | None,
         ledger: list[Change] | None,
+        started_ns: int,
     ) -> Batch | None:
         """A restage between two calls of a batch went from ``previous`` to ``found``
         (both exact): what changed is the batch's when a process group it left
-        running still lives (lines added to ``ledger``), else outside any call."""
+        running still lives (lines added to ``ledger``), else outside any call.
+
+        Unless another session's batch runs, or ran since this batch began
+        (``started_ns``): what changed may be its, and two sessions at once
+        cannot be told apart (its ledger marks them ambiguous).
+        """
         if previous is None or found is None:
             return None
         if previous.snapshot.tree == found.snapshot.tree:
             return None
-        if others_running(self.project, session, None):
+        with self.project.store.backend.read() as view:
+            beside = others_ended_since(view, session, started_ns)
+        if beside or others_running(self.project, session, None):
             return None
         lines = between(self.project, previous.snapshot.tree, found.snapshot.tree)
         if not lines:

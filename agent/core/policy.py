@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from earshot.agent.core.doomed import unheld_under
 from earshot.agent.core.records import WatchMark
 from earshot.agent.core.tracker import ChangeTracker, NullTracker
-from earshot.agent.core.vouched import vouched_since_mark, with_linked
+from earshot.agent.core.vouched import vouched_since_mark, with_eventless
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.logs import get_logger
@@ -160,7 +160,7 @@ class Restager:
         """What the tracker saw since the last sync point; moves the sync point on."""
         seen, token = self.tracker.advance(self.belief.token)
         self.belief = replace(self.belief, token=token)
-        return with_linked(self.project, seen)
+        return with_eventless(self.project, seen)
 
     def stop_vouching(self) -> None:
         """Changes now on disk are not known: what a restage finds is pinned on no call."""

@@ -267,6 +267,20 @@ def note_batch_span(txn: WriteBatch, session: str, started_ns: int, ended_ns: in
     return beside
 
 
+def others_ended_since(view: ReadView, session: str, started_ns: int) -> bool:
+    """Whether a batch of another session ended after ``started_ns`` (the
+    spans ``note_batch_span`` keeps): what changed meanwhile may be its."""
+    raw = view.get(AGENT, _RECENT)
+    try:
+        recent = json.loads(raw) if raw else []
+    except ValueError:
+        return True  # not known: as if one had
+    return any(
+        isinstance(item, list) and len(item) == 3 and item[0] != session and item[2] > started_ns
+        for item in recent
+    )
+
+
 def _bound_key(agent: str, agent_session: str) -> bytes:
     return f"bound/{agent}/{agent_session}".encode()
 

@@ -20,6 +20,7 @@ from earshot.agent.core.records import WatchMark, all_sessions, load_watch_mark,
 from earshot.agent.core.tracker import ChangeTracker
 from earshot.cas.digest import Digest
 from earshot.cas.logs import get_logger
+from earshot.cas.mapped import shared_writable_mappings
 from earshot.cas.project import Project, Recorded
 from earshot.cas.recording import ProgressFn
 
@@ -30,21 +31,23 @@ log = get_logger("earshot.agent")
 MAX_LINKED = 2000
 
 
-def with_linked(project: Project, seen: set[str] | None) -> set[str] | None:
-    """What the watcher saw, plus every recorded file with other hard links.
+def with_eventless(project: Project, seen: set[str] | None) -> set[str] | None:
+    """What the watcher saw, plus the recorded files a change of makes no event.
 
     inotify reports a write on the directory it went through: a write
     through a hard link outside the root (or in a directory nothing
     watches) changes a recorded file with no event where it is recorded.
-    Those files are re-read whenever the watcher is asked; None (a gap)
-    when there are too many, or no full scan has counted them yet.
+    A write through a shared mapping makes no event at all
+    (``cas/mapped.py``). Those files are read again whenever the watcher is
+    asked; None (a gap) when there are too many hard-linked ones, or no
+    full scan has counted them yet.
     """
     if seen is None:
         return None
     linked = project.linked_paths()
     if linked is None or len(linked) > MAX_LINKED:
         return None
-    return seen | set(linked)
+    return seen | set(linked) | shared_writable_mappings(project.root)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,7 @@ def vouched_since_mark(project: Project, tracker: ChangeTracker) -> Vouched | No
     if mark is None or head is None or project.read_snapshot(head).tree != mark.tree:
         return None
     seen, token = tracker.advance(mark.token)
-    seen = with_linked(project, seen)
+    seen = with_eventless(project, seen)
     if seen is None or not isinstance(token, str):
         return None
     return Vouched(mark.tree, seen, token)
@@ -120,7 +123,7 @@ def mark_after(project: Project, tracker: ChangeTracker | None) -> None:
     if mark is None or head is None:
         return
     seen, token = tracker.advance(mark.token)
-    seen = with_linked(project, seen)
+    seen = with_eventless(project, seen)
     if seen is None or not isinstance(token, str):
         leave_mark(project, None, None)
         return

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from earshot_cli import Cli
+from earshot_cli import EARSHOT, Cli
 from fake_agent import Claude
 
 from earshot.agent.core.outside import group_alive
@@ -123,6 +124,88 @@ def test_what_a_process_left_running_changes_while_it_lives_is_its_session_s(
     finally:
         if (root.parent / "group").exists():
             os.killpg(int((root.parent / "group").read_text()), signal.SIGKILL)
+
+
+def test_what_another_session_s_running_call_changes_is_that_session_s_not_outside(
+    cli: Cli, root: Path
+) -> None:
+    # Two sessions at once: b's batch begins while a's command is writing. What
+    # a's call changed is a's, said and undone there; b records nothing outside.
+    a, b = cli.new_session(), cli.new_session()
+    cli.run("bash", "true", session=b)  # b's batch leaves the settled state
+    go = root.parent / "go"
+    with subprocess.Popen(
+        [str(EARSHOT), "bash", f"echo a > a.txt; while [ ! -e {go} ]; do sleep 0.05; done"],
+        cwd=root,
+        env=cli.env(a),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    ) as running:
+        _until(lambda: (root / "a.txt").exists(), "a's command wrote")
+        ran = cli.run("bash", "echo b > b.txt", session=b)
+        go.touch()
+        assert running.wait(timeout=60) == 0
+    assert "outside" not in ran.stderr, ran.stderr
+    assert cli.json("log", session=b)["outside"] == []
+    (mine,) = cli.json("log", session=a)["batches"]
+    assert "a.txt" in [c["path"] for c in mine["changes"]], mine  # b.txt too: it ran meanwhile
+    ran = cli.run("bash", "true", session=a)
+    assert "outside" not in ran.stderr, ran.stderr
+    # Two sessions at once: undo cannot tell whose, and deletes neither.
+    ran = cli.run("undo", session=a, expect=3)
+    assert "conflict a.txt: another session ran at the same time" in ran.stdout, ran.stdout
+    assert (root / "a.txt").exists() and (root / "b.txt").exists()
+
+
+def test_another_session_s_batch_between_two_calls_of_a_batch_is_not_outside(
+    cli: Cli, root: Path
+) -> None:
+    # a's whole call runs between two calls of the agent's batch: a.txt is in
+    # a's ledger, and nothing is recorded as outside any call.
+    a = cli.new_session()
+    claude = Claude(cli.env(), root)
+    try:
+        assert claude.start().rc == 0
+        claude.prompt("p")
+        claude.write(root / "w.txt", "w\n")
+        cli.run("bash", "echo a > a.txt", session=a)
+        claude.write(root / "v.txt", "v\n")
+        claude.response_end()
+    finally:
+        claude.close()
+    doc = cli.json("log", session=a)
+    assert [c["path"] for c in doc["batches"][0]["changes"]] == ["a.txt"], doc
+    assert doc["outside"] == [], doc["outside"]
+    ran = cli.run("undo", session=a, expect=3)  # two sessions at once: whose, unknown
+    assert "conflict a.txt: another session ran at the same time" in ran.stdout, ran.stdout
+    assert (root / "a.txt").exists() and (root / "v.txt").exists()
+
+
+def test_another_session_s_call_still_running_at_a_batch_s_next_call_is_not_outside(
+    cli: Cli, root: Path
+) -> None:
+    a = cli.new_session()
+    go = root.parent / "go"
+    claude = Claude(cli.env(), root)
+    try:
+        assert claude.start().rc == 0
+        claude.prompt("p")
+        claude.write(root / "w.txt", "w\n")
+        with subprocess.Popen(
+            [str(EARSHOT), "bash", f"echo a > a.txt; while [ ! -e {go} ]; do sleep 0.05; done"],
+            cwd=root,
+            env=cli.env(a),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ) as running:
+            _until(lambda: (root / "a.txt").exists(), "a's command wrote")
+            claude.write(root / "v.txt", "v\n")
+            go.touch()
+            assert running.wait(timeout=60) == 0
+        claude.response_end()
+    finally:
+        claude.close()
+    assert cli.json("log", session=a)["outside"] == []
 
 
 def test_an_agent_is_told_at_its_next_call_what_changed_outside_any_call(

@@ -179,6 +179,52 @@ def test_a_write_through_a_shared_mmap_is_seen_by_the_daemon(cli: Cli) -> None:
     assert (cli.root / "data.bin").read_bytes() == b"NEW content\n"
 
 
+#: Maps data.bin shared and writable, closes the descriptor (its last event),
+#: says "mapped", then writes through the mapping each time a line comes in.
+_MAPPER = """
+import mmap, sys
+with open('data.bin', 'r+b') as f:
+    m = mmap.mmap(f.fileno(), 0)
+print('mapped', flush=True)
+for line in sys.stdin:
+    m[0:3] = line.encode()[:3]
+    print('wrote', flush=True)
+"""
+
+
+def test_a_write_through_a_mapping_that_outlives_its_descriptor_is_seen_by_the_daemon(
+    cli: Cli,
+) -> None:
+    # No event at all: the descriptor was closed before the write. The files
+    # a live process maps shared and writable are read again at every ask.
+    cli.write("data.bin", b"old content\n")
+    cli.run("watch")
+    with subprocess.Popen(
+        [sys.executable, "-c", _MAPPER],
+        cwd=cli.root,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as mapper:
+        try:
+            assert mapper.stdout is not None and mapper.stdin is not None
+            assert mapper.stdout.readline() == "mapped\n"
+            cli.json("snapshot")  # the mark: the descriptor's close is behind it
+            sid = cli.new_session()
+            cli.run("bash", "true", session=sid)
+            mapper.stdin.write("NEW\n")
+            mapper.stdin.flush()
+            assert mapper.stdout.readline() == "wrote\n"
+            cli.run("bash", "echo other > other.txt", session=sid)
+            last = cli.json("log", session=sid)["outside"]
+            assert [c["path"] for c in last[0]["changes"]] == ["data.bin"], last
+            cli.run("bash", "rm data.bin", session=sid)  # the state before holds the new bytes
+            cli.run("undo", session=sid)
+            assert (cli.root / "data.bin").read_bytes() == b"NEW content\n"
+        finally:
+            mapper.kill()
+
+
 def test_an_edit_of_the_repositorys_info_exclude_is_a_change_of_the_roots_rules(
     cli: Cli,
 ) -> None:
