@@ -16,6 +16,9 @@ a file, then sends SIGCONT to the pid the line names), ``enospc`` or ``eio`` (ra
 there). Before firing, the point writes
 ``earshot-fault: SITE`` to stderr, so a test can assert where the crash was.
 The plan is read once, at import; unset, a point costs one global lookup.
+A command with a plan runs in its own process, unless
+``$EARSHOT_FAULTS_HOSTED=1`` sends it to the root's daemon, whose worker
+takes the plan (a fault in a worker, while its client is killed, say).
 """
 
 from __future__ import annotations

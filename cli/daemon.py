@@ -31,10 +31,12 @@ records the batch (the client says so).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import io
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -365,12 +367,14 @@ def _work(conn: socket.socket, doc: dict[str, Any], fds: list[int], rest: bytes)
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in env.items()})
     os.umask(int(doc.get("umask", 0o022)))
+    from earshot.agent.core import external
     from earshot.cas import faults
     from earshot.cli import common
     from earshot.cli.main import cli
 
     faults.reload()  # the client's plan, if it gave one
     common.COMMAND_RUNNER = RelayRunner(lines)
+    external.caller_gone = functools.partial(_hung_up, conn)
     caller = doc.get("peer")
     common.CALLER_PID = caller if isinstance(caller, int) else None
     rc = 1
@@ -390,6 +394,13 @@ def _work(conn: socket.socket, doc: dict[str, Any], fds: list[int], rest: bytes)
             stream.flush()
     lines.send({"op": "done", "rc": rc})
     return 0
+
+
+def _hung_up(conn: socket.socket) -> bool:
+    """Whether the client closed its end (killed: an agent's hook timeout)."""
+    poller = select.poll()
+    poller.register(conn, select.POLLRDHUP)
+    return any(events & (select.POLLRDHUP | select.POLLHUP) for _, events in poller.poll(0))
 
 
 def _text(fd: int, mode: str, line_buffering: bool = False) -> io.TextIOWrapper:

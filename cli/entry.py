@@ -159,7 +159,7 @@ def _open_standard_fds() -> None:
 def _hostable(argv: list[str]) -> bool:
     if not argv or argv[0] not in HOSTED or not sys.platform.startswith("linux"):
         return False
-    if "EARSHOT_FAULTS" in os.environ:
+    if "EARSHOT_FAULTS" in os.environ and os.environ.get("EARSHOT_FAULTS_HOSTED") != "1":
         return False  # fault plans are read at import: they run in-process
     return not any(a in ("-h", "--help") for a in argv[1:])
 

@@ -390,6 +390,12 @@ MUTANTS = [
         "return seen | set(linked)",
         "tests/cli/test_vouched.py -k mapping",
     ),
+    (
+        "agent/core/external.py",
+        "    if caller_gone():",
+        "    if False:",
+        "tests/cli/test_hosted.py -k restages",
+    ),
 ]
 
 

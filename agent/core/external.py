@@ -34,6 +34,7 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -53,6 +54,7 @@ from earshot.agent.core.external_notes import (
 from earshot.agent.core.interrupted import record_interrupted
 from earshot.agent.core.ledger import tree_changes
 from earshot.agent.core.policy import BatchState
+from earshot.cas import faults
 from earshot.cas.digest import Digest
 from earshot.cas.intents import Held
 from earshot.cas.logs import get_logger
@@ -367,9 +369,33 @@ class ExternalBatch:
         log.debug("external", catch_up=why, running=self.notes.running)
 
 
+#: Whether the process the agent waits on for this event is gone. In its own
+#: process a hook dies when the agent kills it; a daemon's worker lives on
+#: after its client, and sets this (``cli/daemon.py``).
+def _in_its_own_process() -> bool:
+    return False
+
+
+caller_gone: Callable[[], bool] = _in_its_own_process
+
+
 def restage_before(engine: Engine, call: ExternalCall, destructive: Callable[[], bool]) -> None:
     """The policy's restage before ``call``: a dispatch of subagents walks, as the
-    engine's does; a write restages what it names; a command as judged."""
+    engine's does; a write restages what it names; a command as judged.
+
+    Then, if the agent no longer waits (it killed the hook at its timeout and
+    runs the tool now), what the restage read may hold part of what the tool
+    did: the process dies as the hook would have in its own, with nothing of
+    the event recorded. The next event finds the call never begun and keeps
+    its changes as lines of no call, which undo restores.
+    """
+    faults.point("hook-restage")
+    _restage_before(engine, call, destructive)
+    if caller_gone():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _restage_before(engine: Engine, call: ExternalCall, destructive: Callable[[], bool]) -> None:
     policy = engine.policy
     if call.kind is ToolKind.DISPATCH:
         policy.batch.written_fresh = True

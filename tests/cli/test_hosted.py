@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from earshot_cli import EARSHOT, Cli
+from fake_agent import Claude
 
 from earshot.agent.watch import protocol
 
@@ -525,3 +526,91 @@ def test_the_full_cli_asks_only_a_daemon_of_its_own_user(
     answering.join(timeout=30)
     assert not answering.is_alive()
     listener.close()
+
+
+def _stopped_worker(root: Path) -> int | None:
+    """A daemon worker working in ``root`` that a fault point stopped (state T)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() != "earshot-worker":
+                continue
+            if os.readlink(entry / "cwd") != str(root):
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state in ("T", "t"):
+            return int(entry.name)
+    return None
+
+
+def _hook_clients(agent_pid: int) -> list[int]:
+    """The ``earshot hook`` processes the stand-in agent runs (its descendants)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            pid = int(entry.name)
+            ancestors = []
+            parent = pid
+            while parent > 1 and len(ancestors) < 5:
+                parent = int(
+                    (Path("/proc") / str(parent) / "stat").read_text().rsplit(")", 1)[1].split()[1]
+                )
+                ancestors.append(parent)
+        except (OSError, ValueError, IndexError):
+            continue
+        if agent_pid in ancestors and b"hook" in cmdline and any(b"earshot" in a for a in cmdline):
+            found.append(pid)
+    return found
+
+
+def test_a_hook_client_killed_while_its_worker_restages_leaves_the_call_s_changes_undoable(
+    served: Cli,
+) -> None:
+    # The agent's hook timeout kills the PreToolUse client while the worker
+    # restages; the agent then runs the tool. The worker must not note the call
+    # begun on a state read while the tool ran: it dies as the hook would in
+    # its own process, and the call's deletions are the batch's lines of no call.
+    root = served.root
+    for i in range(40):
+        served.write(f"big/f{i}.txt", f"{i}\n")
+    agent = Claude(served.env(), root)
+    try:
+        assert agent.start().rc == 0
+        agent.prompt("p")
+        agent.write(root / "w.txt", "w\n")
+        tool_input = {"command": "rm -rf big", "description": "test"}
+        ident = agent.new_id()
+        agent.env = served.env(EARSHOT_FAULTS="hook-restage=stop", EARSHOT_FAULTS_HOSTED="1")
+        sent: list[Any] = []
+        pre = threading.Thread(target=lambda: sent.append(agent.pre("Bash", tool_input, ident)))
+        pre.start()
+        deadline = time.monotonic() + 60
+        while (worker := _stopped_worker(root)) is None:
+            assert time.monotonic() < deadline and pre.is_alive(), sent
+            time.sleep(0.05)
+        for client in _hook_clients(agent.pid):
+            os.kill(client, signal.SIGKILL)  # the agent's timeout
+        subprocess.run(["rm", "-rf", "big"], cwd=root, check=True)  # the tool runs
+        os.kill(worker, signal.SIGCONT)
+        pre.join(timeout=60)  # the worker holds the hook's output pipe: until it dies
+        assert sent and sent[0].rc != 0, sent
+        agent.env = served.env()
+        assert agent.post("Bash", tool_input, ident).rc == 0
+        agent.response_end()
+    finally:
+        agent.close()
+    (session,) = served.json("sessions")["sessions"]
+    doc = served.json("log", session=session["id"])
+    assert doc["outside"] == [], doc["outside"]  # the agent's call, not the person's
+    (batch,) = doc["batches"]
+    assert "never seen" in batch["calls"][1]["gap"], batch
+    served.run("undo", session=session["id"], expect=None)
+    assert sorted(p.name for p in (root / "big").iterdir()) == sorted(
+        f"f{i}.txt" for i in range(40)
+    )
