@@ -214,6 +214,11 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> list[dict[str,
             Scenario(
                 "restore_ten", "`restore --force`, 10 files differ (git: reset --hard + clean)", "s"
             ),
+            Scenario(
+                "outside_ten",
+                "`bash 'true'` after 10 files changed outside any call (git: add -A + commit)",
+                "s",
+            ),
         ]
 
     by_mode = {mode: {s.key: s for s in scenarios()} for mode in args.watch}
@@ -254,6 +259,11 @@ def bench_size(files: int, args: argparse.Namespace, exe: str) -> list[dict[str,
             target = tool.snapshot()
             tool.bash(edit_ten(tool.tree, names, repeat + 100))  # what the restore undoes
             add(tool, "restore_ten", timed(lambda t=tool, s=target: t.restore(s), args.sync))
+            tool.bash("true")  # a batch ends on the tree as it is: the settled state
+            for name in names:  # the person edits ten files between two calls
+                with open(tool.tree / name, "a") as f:
+                    f.write(f"by hand {repeat}\n")
+            add(tool, "outside_ten", timed(lambda t=tool: t.bash("true"), args.sync))
     for tool in tools:
         tool.close()
     # What no Python client can go below: the interpreter and the modules the

@@ -86,7 +86,7 @@ def undo(engine: Engine, as_json: bool, count: int, dry_run: bool, force: bool) 
     if not dry_run and _was_finished(engine, "undo", as_json):
         return
     impact = undo_batches(engine, count, force=force, dry_run=dry_run)
-    doc, text = render_agent.impact(impact, "undo", dry_run)
+    doc, text = render_agent.impact(impact, "undo", dry_run, engine.session.id)
     render.emit(doc, text, as_json)
     if impact.conflicts or impact.kept:
         sys.exit(EXIT_SKIPPED)
@@ -102,7 +102,7 @@ def redo(engine: Engine, as_json: bool, dry_run: bool, force: bool) -> None:
     if not dry_run and _was_finished(engine, "redo", as_json):
         return
     impact = redo_batches(engine, force=force, dry_run=dry_run)
-    doc, text = render_agent.impact(impact, "redo", dry_run)
+    doc, text = render_agent.impact(impact, "redo", dry_run, engine.session.id)
     render.emit(doc, text, as_json)
     if impact.conflicts or impact.kept:
         sys.exit(EXIT_SKIPPED)

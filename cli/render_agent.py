@@ -207,7 +207,9 @@ def git_notice(paths: tuple[str, ...] | list[str], shown: int = 4) -> str:
     )
 
 
-def impact(result: Impact, what: str, dry_run: bool) -> tuple[dict[str, Any], str]:
+def impact(
+    result: Impact, what: str, dry_run: bool, session: str | None = None
+) -> tuple[dict[str, Any], str]:
     doc = {
         "batches": result.batches,
         "count": len(result.batches),
@@ -221,11 +223,14 @@ def impact(result: Impact, what: str, dry_run: bool) -> tuple[dict[str, Any], st
         "dry_run": dry_run,
         "record": result.record,
     }
-    return doc, "\n".join(impact_lines(result, what, dry_run))
+    return doc, "\n".join(impact_lines(result, what, dry_run, session))
 
 
-def impact_lines(result: Impact, what: str, dry_run: bool) -> list[str]:
-    """An undo, redo or rewind impact for people: one line per path."""
+def impact_lines(result: Impact, what: str, dry_run: bool, session: str | None = None) -> list[str]:
+    """An undo, redo or rewind impact for people: one line per path. ``session``:
+    the one the commands it suggests must name (the pseudo-session ``outside``
+    is never the default)."""
+    where = f" --session {OUTSIDE}" if session == OUTSIDE else ""
     verb = "would " if dry_run else ""
     if len(result.batches) > 1:
         head = f"{what} of batches {', '.join(map(str, result.batches))}"
@@ -255,10 +260,10 @@ def impact_lines(result: Impact, what: str, dry_run: bool) -> list[str]:
     ]
     if result.conflicts and what == "undo" and not dry_run and not result.forced:
         lines.append(
-            f"a batch with conflicts stays to undo: 'earshot undo --force' overwrites them, "
-            f"'earshot undo {len(result.batches) + 1}' goes on to the batch before it"
+            f"a batch with conflicts stays to undo: 'earshot undo{where} --force' overwrites "
+            f"them, 'earshot undo{where} {len(result.batches) + 1}' goes on to the batch before it"
         )
     if result.record is not None:
         back = "undo" if what == "redo" else "redo"
-        lines.append(f"recorded as batch {result.record} ('earshot {back}' to go back)")
+        lines.append(f"recorded as batch {result.record} ('earshot {back}{where}' to go back)")
     return lines

@@ -36,6 +36,7 @@ from earshot.agent.core.vouched import vouched_since_mark, with_eventless
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.logs import get_logger
+from earshot.cas.mapped import shared_writable_mappings
 from earshot.cas.project import Project, Recorded
 
 log = get_logger("earshot.agent")
@@ -98,6 +99,11 @@ class BatchState:
     forced: set[str] = field(default_factory=set)
     #: Another session's batch was running when this batch began.
     overlap: bool = False
+    #: The files live processes map shared and writable, read at the batch's
+    #: first ask (``vouched.with_eventless``): once a batch, not once a
+    #: restage. A mapping made later is read at the next batch's (or hook
+    #: event's) first ask, so a write through it is found then, never lost.
+    mapped: set[str] | None = None
 
 
 class Restager:
@@ -160,7 +166,13 @@ class Restager:
         """What the tracker saw since the last sync point; moves the sync point on."""
         seen, token = self.tracker.advance(self.belief.token)
         self.belief = replace(self.belief, token=token)
-        return with_eventless(self.project, seen)
+        return with_eventless(self.project, seen, self.mapped())
+
+    def mapped(self) -> set[str]:
+        """The files live processes map shared and writable, once a batch."""
+        if self.batch.mapped is None:
+            self.batch.mapped = shared_writable_mappings(self.project.root)
+        return self.batch.mapped
 
     def stop_vouching(self) -> None:
         """Changes now on disk are not known: what a restage finds is pinned on no call."""
@@ -183,7 +195,7 @@ class Restager:
         """
         if not self.watching:
             return False, None
-        vouched = vouched_since_mark(self.project, self.tracker)
+        vouched = vouched_since_mark(self.project, self.tracker, self.mapped())
         if vouched is None:
             return False, None
         self.belief = Belief(vouched.tree, exact=True, token=vouched.token)

@@ -31,23 +31,28 @@ log = get_logger("earshot.agent")
 MAX_LINKED = 2000
 
 
-def with_eventless(project: Project, seen: set[str] | None) -> set[str] | None:
+def with_eventless(
+    project: Project, seen: set[str] | None, mapped: set[str] | None = None
+) -> set[str] | None:
     """What the watcher saw, plus the recorded files a change of makes no event.
 
     inotify reports a write on the directory it went through: a write
     through a hard link outside the root (or in a directory nothing
     watches) changes a recorded file with no event where it is recorded.
-    A write through a shared mapping makes no event at all
-    (``cas/mapped.py``). Those files are read again whenever the watcher is
-    asked; None (a gap) when there are too many hard-linked ones, or no
-    full scan has counted them yet.
+    A write through a shared mapping makes no event at all: ``mapped``, the
+    files live processes map shared and writable (``cas/mapped.py``; read
+    now when not given). Those files are read again whenever the watcher is
+    asked; None (a gap) when there are too many hard-linked ones, or no full
+    scan has counted them yet.
     """
     if seen is None:
         return None
     linked = project.linked_paths()
     if linked is None or len(linked) > MAX_LINKED:
         return None
-    return seen | set(linked) | shared_writable_mappings(project.root)
+    if mapped is None:
+        mapped = shared_writable_mappings(project.root)
+    return seen | set(linked) | mapped
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,15 +65,18 @@ class Vouched:
     token: str
 
 
-def vouched_since_mark(project: Project, tracker: ChangeTracker) -> Vouched | None:
-    """What changed since the watch mark, when the daemon vouches for it; else None."""
+def vouched_since_mark(
+    project: Project, tracker: ChangeTracker, mapped: set[str] | None = None
+) -> Vouched | None:
+    """What changed since the watch mark, when the daemon vouches for it; else None.
+    ``mapped``: as ``with_eventless`` takes it."""
     with project.store.backend.read() as view:
         mark = load_watch_mark(view)
     head = project.head_snapshot()
     if mark is None or head is None or project.read_snapshot(head).tree != mark.tree:
         return None
     seen, token = tracker.advance(mark.token)
-    seen = with_eventless(project, seen)
+    seen = with_eventless(project, seen, mapped)
     if seen is None or not isinstance(token, str):
         return None
     return Vouched(mark.tree, seen, token)

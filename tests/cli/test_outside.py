@@ -53,7 +53,8 @@ def test_a_change_between_two_batches_is_said_listed_and_undone_by_its_number(
     text = cli.run("log", session=sid).stdout
     assert text.index("echo 1") < text.index("o1 ") < text.index("echo 2"), text
     # Taken back by its number, in the session of what changed outside.
-    cli.run("undo", "--session", "outside")
+    undone = cli.run("undo", "--session", "outside")
+    assert "('earshot redo --session outside' to go back)" in undone.stdout, undone.stdout
     assert (root / "precious").read_text() == "mine\n"
     assert (root / "notes.txt").read_text() == "v1\n"
     cli.run("redo", "--session", "outside")
