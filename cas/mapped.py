@@ -57,6 +57,8 @@ def shared_writable_mappings(root: str | os.PathLike[str], proc: str = PROC) -> 
                 data = f.read()
         except OSError:  # gone, or another user's
             continue
+        if prefix not in data:  # most processes map nothing under the root
+            continue
         for line in data.splitlines():
             path = _writable_shared(line)
             if path is None or not path.startswith(prefix):
