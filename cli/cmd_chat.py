@@ -28,7 +28,7 @@ from earshot.agent.loop.provider import Provider, Reply, make_provider, preload
 from earshot.agent.loop.workspace import Workspace
 
 from . import render
-from .common import EXIT_ERROR, configure_logging, fail, tracker
+from .common import EXIT_ERROR, configure_logging, discovered, fail, root_option, tracker
 
 
 class _Quiet:
@@ -166,13 +166,7 @@ def _terminal(
 
 
 @click.command()
-@click.option(
-    "--root",
-    type=click.Path(file_okay=False, path_type=str),
-    default=".",
-    show_default="the current directory",
-    help="The working tree the agent works in.",
-)
+@root_option("The working tree the agent works in.")
 @click.option("--continue", "continue_", is_flag=True, help="Go on in the most recent session.")
 @click.option("--resume", "resume_id", metavar="ID", help="Go on in session ID (a unique prefix).")
 @click.option(
@@ -196,7 +190,7 @@ def _terminal(
 @click.option("--json", "as_json", is_flag=True, help="With -p: print one JSON document.")
 @click.option("-v", "--verbose", count=True, help="Log to stderr (-vv for debug).")
 def chat(
-    root: str,
+    root: str | None,
     continue_: bool,
     resume_id: str | None,
     model: str | None,
@@ -229,6 +223,10 @@ def chat(
         raise click.UsageError("--continue and --resume each choose a session: give one")
     if as_json and prompt is None:
         raise click.UsageError("--json goes with -p PROMPT")
+    try:
+        root = discovered(root)
+    except EarshotError as exc:
+        fail(str(exc), exc.exit_code)
     if not os.path.isdir(root):
         fail(f"{root}: no such directory (give --root an existing directory)")
     if prompt is None and not (sys.stdin.isatty() and sys.stdout.isatty()):

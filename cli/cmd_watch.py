@@ -12,19 +12,14 @@ import sys
 import click
 
 from earshot.agent.watch import client as watch_client
+from earshot.cas.errors import EarshotError
 
 from . import render, render_watch
-from .common import DAEMON, configure_logging, fail
+from .common import DAEMON, configure_logging, discovered, fail, root_option
 
 
 @click.command()
-@click.option(
-    "--root",
-    type=click.Path(file_okay=False, path_type=str),
-    default=".",
-    show_default="the current directory",
-    help="The working tree to watch.",
-)
+@root_option("The working tree to watch.")
 @click.option("--foreground", is_flag=True, help="Run in this process, logging to stderr.")
 @click.option("--stop", is_flag=True, help="Stop the root's watch daemon.")
 @click.option("--status", is_flag=True, help="Show what the daemon watches, its token and gaps.")
@@ -39,7 +34,7 @@ from .common import DAEMON, configure_logging, fail
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.option("-v", "--verbose", count=True, help="Log to stderr (-vv for debug).")
 def watch(
-    root: str,
+    root: str | None,
     foreground: bool,
     stop: bool,
     status: bool,
@@ -60,6 +55,10 @@ def watch(
     configure_logging(verbose)
     if sum((foreground, stop, status)) > 1:
         raise click.UsageError("give at most one of --foreground, --stop, --status")
+    try:
+        root = discovered(root)
+    except EarshotError as exc:
+        fail(str(exc), exc.exit_code)
     if not os.path.isdir(root):
         fail(f"{root}: no such directory (give --root an existing directory)")
     if not sys.platform.startswith("linux"):

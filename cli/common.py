@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -65,7 +65,7 @@ def configure_logging(verbose: int) -> None:
     logger.propagate = False
 
 
-def fail(message: str, code: int = EXIT_ERROR) -> None:
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """One line on stderr (control characters in a name escaped), then exit."""
     from .render import one_line
 
@@ -109,6 +109,34 @@ def settle(project: Any, finish: bool) -> list[Any]:
     return []
 
 
+ROOT_DEFAULT = (
+    "the nearest directory up from here that is a git work tree's top, holds "
+    ".earshotignore or an earshot store; else the current directory"
+)
+
+
+def root_option(text: str) -> Callable[[F], F]:
+    """``--root``; unset (None), the root is found from the current directory."""
+    return click.option(
+        "--root",
+        type=click.Path(file_okay=False, path_type=str),
+        default=None,
+        show_default=ROOT_DEFAULT,
+        help=f"{text} /, your home directory and a file system's top are taken only "
+        "when named here.",
+    )
+
+
+def discovered(root: str | None) -> str:
+    """The root given, or the one the current directory means (``cas/rootfind``)."""
+    if root is not None:
+        return root
+    from earshot.cas.paths import data_home
+    from earshot.cas.rootfind import find_root
+
+    return find_root(os.getcwd(), data_home()).root
+
+
 def project_command(func: F) -> F:
     """Add --root/--json/-v, open the project, pass it as ``project``.
 
@@ -125,22 +153,17 @@ def project_reader(func: F) -> F:
 
 def _project_command(func: F, finish: bool) -> F:
 
-    @click.option(
-        "--root",
-        type=click.Path(file_okay=False, path_type=str),
-        default=".",
-        show_default="the current directory",
-        help="The working tree to act on.",
-    )
+    @root_option("The working tree to act on.")
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
     @click.option("-v", "--verbose", count=True, help="Log to stderr (-vv for debug).")
     @functools.wraps(func)
-    def wrapper(root: str, as_json: bool, verbose: int, **kwargs: Any) -> Any:
+    def wrapper(root: str | None, as_json: bool, verbose: int, **kwargs: Any) -> Any:
         configure_logging(verbose)
         from earshot.cas.errors import EarshotError
         from earshot.cas.project import Project
 
         try:
+            root = discovered(root)
             if not os.path.isdir(root):
                 fail(f"{root}: no such directory (give --root an existing directory)")
             from earshot.agent.core.records import TABLES

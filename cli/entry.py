@@ -51,7 +51,7 @@ def main() -> None:
         os.getcwd()
     except FileNotFoundError:
         root = _root(argv)
-        if not os.path.isabs(root):
+        if root is None or not os.path.isabs(root):
             print(
                 "earshot: the current directory no longer exists "
                 "(cd to an existing one, or give --root an absolute path)",
@@ -94,7 +94,7 @@ def _hook_event(argv: list[str]) -> list[str]:
         sys.exit(0)
     _HOOK.append((agent, payload, "--strict" in argv[2:]))
     root = _root(argv)
-    if root == ".":
+    if root is None:
         root = quick.project_dir(agent, payload) or os.getcwd()
         argv = [*argv, "--root", root]
     if quick.daemon_may_answer(agent, payload) and _noted_by_daemon(agent, data, root):
@@ -164,13 +164,14 @@ def _hostable(argv: list[str]) -> bool:
     return not any(a in ("-h", "--help") for a in argv[1:])
 
 
-def _root(argv: list[str]) -> str:
+def _root(argv: list[str]) -> str | None:
+    """The ``--root`` given, or None."""
     for i, arg in enumerate(argv):
         if arg == "--root" and i + 1 < len(argv):
             return argv[i + 1]
         if arg.startswith("--root="):
             return arg.partition("=")[2]
-    return "."
+    return None
 
 
 def _connect_trusted(alias: str) -> Any:
@@ -247,6 +248,13 @@ class _Channel:
 def _through_daemon(argv: list[str]) -> int | None:
     """The command run by the root's daemon; None when the full CLI must run here."""
     root = _root(argv)
+    if root is None:  # found as the full CLI finds it (the worker does the same)
+        from earshot.cas.rootfind import find_root
+
+        try:
+            root = find_root(os.getcwd(), protocol.data_home()).root
+        except Exception:  # too wide, or the directory is gone: the full CLI says so
+            return None
     if not os.path.isdir(root):
         return None  # the full CLI says so, in its words
     alias = protocol.alias_path(protocol.data_home(), os.path.realpath(root))

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .common import configure_logging, fail
+from .common import configure_logging, discovered, fail
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,11 +32,16 @@ def unless_recorded(
     def decorate(func: F) -> F:
         @functools.wraps(func)
         def wrapper(**options: Any) -> Any:
-            root = options["root"]
-            if not os.path.isdir(root) or not when(options) or _has_store(root):
-                return func(**options)
             from earshot.cas.errors import EarshotError
 
+            try:
+                root = options["root"] = discovered(options["root"])
+            except EarshotError as exc:
+                fail(str(exc), exc.exit_code)
+            except OSError as exc:  # the current directory is gone
+                fail(exc.strerror or str(exc))
+            if not os.path.isdir(root) or not when(options) or _has_store(root):
+                return func(**options)
             configure_logging(options.get("verbose", 0))
             try:
                 return empty(**options)
