@@ -14,6 +14,7 @@ from earshot.cas.project import Project
 from . import render, render_session
 from .common import (
     EXIT_SKIPPED,
+    acts_on,
     fail,
     project_reader,
     session_command,
@@ -86,6 +87,7 @@ def tree(project: Project, as_json: bool, session: str | None) -> None:
 @click.option("--force", is_flag=True, help="With --code: overwrite conflicting files.")
 @unless_recorded(no_sessions, when=is_dry_run)
 @session_command
+@acts_on(conversation.PROMPTS)
 def rewind(engine: Engine, as_json: bool, n: int, code: bool, dry_run: bool, force: bool) -> None:
     """Return the conversation to before prompt N, and print prompt N's text.
 

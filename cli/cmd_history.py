@@ -7,6 +7,7 @@ import sys
 import click
 
 from earshot.agent.core.batch import Batch
+from earshot.agent.core.conversation import BATCHES
 from earshot.agent.core.engine import Engine
 from earshot.agent.core.records import OUTSIDE, get_session, session_batches
 from earshot.agent.core.undo import redo as redo_batches
@@ -14,7 +15,7 @@ from earshot.agent.core.undo import undo as undo_batches
 from earshot.cas.project import Project
 
 from . import render, render_agent
-from .common import EXIT_SKIPPED, session_command, session_lookup
+from .common import EXIT_SKIPPED, acts_on, session_command, session_lookup
 from .readonly import is_dry_run, no_sessions, unless_recorded
 
 
@@ -37,6 +38,7 @@ def _was_finished(engine: Engine, kind: str, as_json: bool) -> bool:
 @click.command()
 @unless_recorded(_no_log)
 @session_lookup
+@acts_on(BATCHES)
 def log(project: Project, as_json: bool, session: str | None) -> None:
     """List the session's batches: seq, time, calls, files changed (+ ~ -).
 
@@ -74,6 +76,7 @@ def log(project: Project, as_json: bool, session: str | None) -> None:
 @click.option("--force", is_flag=True, help="Overwrite conflicting files (never deletes them).")
 @unless_recorded(no_sessions, when=is_dry_run)
 @session_command
+@acts_on(BATCHES)
 def undo(engine: Engine, as_json: bool, count: int, dry_run: bool, force: bool) -> None:
     """Undo the session's last N batches (default 1).
 
@@ -97,6 +100,7 @@ def undo(engine: Engine, as_json: bool, count: int, dry_run: bool, force: bool) 
 @click.option("--force", is_flag=True, help="Overwrite conflicting files (never deletes them).")
 @unless_recorded(no_sessions, when=is_dry_run)
 @session_command
+@acts_on(BATCHES)
 def redo(engine: Engine, as_json: bool, dry_run: bool, force: bool) -> None:
     """Redo the most recent undo: bring back exactly what it reverted."""
     if not dry_run and _was_finished(engine, "redo", as_json):

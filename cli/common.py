@@ -193,6 +193,36 @@ def tracker(project: Any) -> Any:
     return tracker_for(project.root, project.home, module=DAEMON)
 
 
+def acts_on(kind: str) -> Callable[[F], F]:
+    """Below ``session_command`` or ``session_lookup``: with no session named,
+    the command takes the most recent one with ``kind`` to act on
+    (``conversation.BATCHES``, ``PROMPTS``), and says which."""
+
+    def mark(func: F) -> F:
+        func.acting = kind  # type: ignore[attr-defined]
+        return func
+
+    return mark
+
+
+def say_chosen(project: Any, ident: str, given: str | None, continue_: bool) -> None:
+    """Name the session taken when none was named and the root has others:
+    ``earshot: session 01m8z2d9xf00 (claude, 3 batches, 2 min ago)``."""
+    from earshot.agent.core.conversation import summaries
+    from earshot.agent.core.sessions import ENV_SESSION
+
+    if given or continue_ or os.environ.get(ENV_SESSION):
+        return
+    every = summaries(project)
+    if len(every) < 2:
+        return
+    from .render_session import chosen_line
+
+    chosen = next((s for s in every if s.id == ident), None)
+    if chosen is not None:
+        click.echo(f"earshot: {chosen_line(chosen)}", err=True)
+
+
 def session_command(func: F) -> F:
     """``project_command`` plus session selection: hands in an ``engine`` for the session.
 
@@ -229,7 +259,11 @@ def session_lookup(func: F) -> F:
         from earshot.agent.core.conversation import find
 
         given = _given(session_id, resume_id, continue_)
-        return func(project=project, session=find(project, given, most_recent=continue_), **kwargs)
+        acting = getattr(func, "acting", None)
+        ident = find(project, given, most_recent=continue_, acting=acting)
+        if ident is not None and acting is not None and not kwargs.get("as_json"):
+            say_chosen(project, ident, given, continue_)
+        return func(project=project, session=ident, **kwargs)
 
     return project_reader(wrapper)  # type: ignore[return-value]
 
@@ -270,13 +304,15 @@ def _given(session_id: str | None, resume_id: str | None, continue_: bool) -> st
     return session_id or resume_id
 
 
-def _read_only_engine(project: Any, given: str | None, most_recent: bool) -> Any:
+def _read_only_engine(
+    project: Any, given: str | None, most_recent: bool, acting: str | None = None
+) -> Any:
     """An engine on an existing session for a dry run, which must create nothing."""
     from earshot.agent.core.conversation import NoCheckpoints, NoSessions, find
     from earshot.agent.core.engine import Engine
     from earshot.agent.core.records import get_session
 
-    ident = find(project, given, most_recent=most_recent)
+    ident = find(project, given, most_recent=most_recent, acting=acting)
     if ident is None:
         raise NoSessions()
     with project.store.backend.read() as view:
@@ -301,11 +337,17 @@ def _session_command(func: F, watch: bool) -> F:
         from earshot.agent.core.engine import Engine
 
         given = _given(session_id, resume_id, continue_)
+        acting = getattr(func, "acting", None)
         if kwargs.get("dry_run"):  # a dry run creates nothing: no session, no log, no daemon
-            return func(engine=_read_only_engine(project, given, continue_), **kwargs)
-        record, created = select(project, given, most_recent=continue_)
+            engine = _read_only_engine(project, given, continue_, acting)
+            if acting is not None:
+                say_chosen(project, engine.session.id, given, continue_)
+            return func(engine=engine, **kwargs)
+        record, created = select(project, given, most_recent=continue_, acting=acting)
         if created:
             click.echo(f"earshot: started session {record.id}", err=True)
+        elif acting is not None:
+            say_chosen(project, record.id, given, continue_)
         runner = {"runner": COMMAND_RUNNER} if COMMAND_RUNNER is not None else {}
         engine = Engine(
             project,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,28 @@ def summary_doc(item: SessionSummary) -> dict[str, Any]:
         "has_checkpoints": item.has_checkpoints,
         "agent": None if item.agent is None else {"name": item.agent[0], "session": item.agent[1]},
     }
+
+
+def ago(ns: int, now_ns: int | None = None) -> str:
+    """``just now``, ``2 min ago``, ``3 h ago``, ``5 days ago``."""
+    seconds = max(0, ((now_ns or time.time_ns()) - ns) // 1_000_000_000)
+    if seconds < 60:
+        return "just now"
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return "just now"  # pragma: no cover - the loop always returns
+
+
+def chosen_line(s: SessionSummary) -> str:
+    """The session a command took when none was named, in one line:
+    ``session 01m8z2d9xf00 (claude, 3 batches, 2 min ago)``."""
+    who = s.agent[0] if s.agent is not None else "earshot"
+    batches = f"{s.batches} batch" + ("" if s.batches == 1 else "es")
+    return (
+        f"session {s.id[:12]} ({who}, {batches}, {ago(s.last_activity_ns)}); "
+        "--session ID picks another ('earshot sessions' lists them)"
+    )
 
 
 def sessions(items: Sequence[SessionSummary]) -> tuple[dict[str, Any], str]:

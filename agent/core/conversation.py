@@ -32,6 +32,7 @@ from earshot.agent.core.records import (
     bound_sessions,
     count_batches,
     get_session,
+    has_batches,
 )
 from earshot.agent.core.sessions import ENV_SESSION, create_session, start_session_upkeep
 from earshot.agent.log.entries import AssistantMessage, BatchLink, Compaction, Entry, UserMessage
@@ -221,16 +222,31 @@ def _resolve(project: Project, text: str, allow_new: bool = True) -> str:
         raise
 
 
-def find(project: Project, given: str | None, *, most_recent: bool = False) -> str | None:
+#: What a command acts on, for the session it takes when none is named
+#: (``find``): batches (undo, redo, log) or prompts (rewind).
+BATCHES = "batches"
+PROMPTS = "prompts"
+
+
+def find(
+    project: Project, given: str | None, *, most_recent: bool = False, acting: str | None = None
+) -> str | None:
     """The session a command would act on, creating nothing; None when the root has none.
 
     The same choice as ``select``, for commands that only read (``log``,
     ``tree``, dry runs): a session must be known to one of its halves.
+    ``acting``: when no session is named, the most recently active one that
+    has that to act on (``BATCHES``, ``PROMPTS``); an empty chat or an agent
+    run that changed nothing is newer, and is not what a person means.
     """
     text = given or (None if most_recent else os.environ.get(ENV_SESSION))
     if text:
         return _resolve(project, text, allow_new=False)
     recent = summaries(project, with_batch_counts=False)
+    if acting is not None and not most_recent:
+        chosen = _first_acting(project, recent, acting)
+        if chosen is not None:
+            return chosen
     if recent:
         return recent[0].id
     if most_recent:
@@ -238,8 +254,16 @@ def find(project: Project, given: str | None, *, most_recent: bool = False) -> s
     return None
 
 
+def _first_acting(project: Project, recent: list[SessionSummary], acting: str) -> str | None:
+    """The first of ``recent`` with batches (or prompts) to act on."""
+    if acting == PROMPTS:
+        return next((s.id for s in recent if s.first_prompt is not None), None)
+    with project.store.backend.read() as view:
+        return next((s.id for s in recent if has_batches(view, s.id)), None)
+
+
 def select(
-    project: Project, given: str | None, *, most_recent: bool = False
+    project: Project, given: str | None, *, most_recent: bool = False, acting: str | None = None
 ) -> tuple[SessionRecord, bool]:
     """The session a command acts on, both halves in place; and whether it is new.
 
@@ -251,7 +275,7 @@ def select(
     if text:
         ident: str | None = _resolve(project, text)
     else:
-        ident = find(project, None, most_recent=most_recent)
+        ident = find(project, None, most_recent=most_recent, acting=acting)
     if ident is None:
         return new_session(project), True
     if ident == OUTSIDE:  # batches only: no conversation, nothing registered

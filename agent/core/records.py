@@ -129,6 +129,11 @@ def count_batches(view: ReadView, session: str) -> int:
     return sum(1 for _ in view.items(BATCHES, session.encode() + b"/"))
 
 
+def has_batches(view: ReadView, session: str) -> bool:
+    """Whether a session has a batch, reading one key at most."""
+    return any(True for _ in view.items(BATCHES, session.encode() + b"/"))
+
+
 def delete_session_batches(batch_writer: WriteBatch, session: str) -> int:
     prefix = session.encode() + b"/"
     keys = [k for k, _ in batch_writer.items(BATCHES, prefix)]
