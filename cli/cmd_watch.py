@@ -24,6 +24,13 @@ from .common import DAEMON, configure_logging, discovered, fail, root_option
 @click.option("--stop", is_flag=True, help="Stop the root's watch daemon.")
 @click.option("--status", is_flag=True, help="Show what the daemon watches, its token and gaps.")
 @click.option(
+    "--list",
+    "list_all",
+    is_flag=True,
+    help="List every running daemon of this data directory (root, pid, memory).",
+)
+@click.option("--all", "every", is_flag=True, help="With --stop: stop every daemon.")
+@click.option(
     "--idle-timeout",
     type=click.FloatRange(min=0.1),
     default=watch_client.DEFAULT_IDLE_S,
@@ -38,6 +45,8 @@ def watch(
     foreground: bool,
     stop: bool,
     status: bool,
+    list_all: bool,
+    every: bool,
     idle_timeout: float,
     as_json: bool,
     verbose: int,
@@ -53,8 +62,21 @@ def watch(
     more than the restage budget; `never` never starts one.
     """
     configure_logging(verbose)
-    if sum((foreground, stop, status)) > 1:
-        raise click.UsageError("give at most one of --foreground, --stop, --status")
+    if sum((foreground, stop, status, list_all)) > 1:
+        raise click.UsageError("give at most one of --foreground, --stop, --status, --list")
+    if every and not stop:
+        raise click.UsageError("--all goes with --stop")
+    if list_all or every:
+        if every:
+            stopped = [
+                (item.paths.root, watch_client.stop_daemon(item.paths))
+                for item in watch_client.running_daemons()
+            ]
+            doc, text = render_watch.stopped_all(stopped)
+        else:
+            doc, text = render_watch.listed(watch_client.running_daemons())
+        render.emit(doc, text, as_json)
+        return
     try:
         root = discovered(root)
     except EarshotError as exc:

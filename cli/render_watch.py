@@ -34,6 +34,69 @@ def stopped(root: str, pid: int | None) -> tuple[dict[str, Any], str]:
     return doc, f"stopped the watch daemon of {quote_path(root)} (pid {pid})"
 
 
+def _rss_mib(pid: int) -> float | None:
+    """The resident memory of a process, in MiB (None: gone or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def listed(running: list[Any]) -> tuple[dict[str, Any], str]:
+    """``watch --list``: every daemon of the data directory, one line each."""
+    daemons = []
+    lines = []
+    for item in running:
+        status = item.status or {}
+        rss = _rss_mib(item.pid)
+        daemons.append(
+            {
+                "root": item.paths.root or None,
+                "pid": item.pid,
+                "store": str(item.paths.store),
+                "answered": item.status is not None,
+                "idle_s": status.get("idle_s"),
+                "hosted_calls": status.get("hosted_calls"),
+                "watched_dirs": status.get("watched_dirs"),
+                "rss_mib": None if rss is None else round(rss, 1),
+            }
+        )
+        where = quote_path(item.paths.root) if item.paths.root else f"(store {item.paths.store})"
+        if item.status is None:
+            lines.append(f"pid {item.pid}  {where}  (not answering: starting or busy)")
+            continue
+        memory = f", {rss:.0f} MiB" if rss is not None else ""
+        lines.append(
+            f"pid {item.pid}  {where}  ({status.get('watched_dirs', 0):,} directories, "
+            f"idle {_duration(status.get('idle_s', 0))}{memory})"
+        )
+    doc = {"daemons": daemons}
+    if not lines:
+        return doc, "no watch daemon is running"
+    total = sum(d["rss_mib"] or 0 for d in daemons)
+    lines.append(
+        f"{len(lines)} daemon{'s' if len(lines) != 1 else ''}, {total:.0f} MiB; "
+        "'earshot watch --stop --all' stops them"
+    )
+    return doc, "\n".join(lines)
+
+
+def stopped_all(stopped: list[tuple[str, int | None]]) -> tuple[dict[str, Any], str]:
+    """``watch --stop --all``: the daemons stopped."""
+    doc = {"stopped": [{"root": root or None, "pid": pid} for root, pid in stopped]}
+    if not stopped:
+        return doc, "no watch daemon is running"
+    lines = [
+        f"stopped the watch daemon of {quote_path(root) if root else '?'} (pid {pid})"
+        for root, pid in stopped
+    ]
+    return doc, "\n".join(lines)
+
+
 def status(root: str, doc: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
     """The daemon's status document (None: not running) and its text."""
     if doc is None:

@@ -361,6 +361,32 @@ def stop_daemon(paths: DaemonPaths, wait: float = 10.0) -> int | None:
     return pid
 
 
+class Running(NamedTuple):
+    """A watch daemon of this data directory that holds its lock."""
+
+    paths: DaemonPaths
+    pid: int
+    #: Its status document; None when it did not answer (starting, or busy).
+    status: dict[str, Any] | None
+
+
+def running_daemons(home: Path | None = None) -> list[Running]:
+    """Every watch daemon of the data directory (one per root store that has one)."""
+    home = home or data_home()
+    found = []
+    for store in sorted((home / "checkpoints").glob("*/")):
+        paths = DaemonPaths(
+            "", home, store, store / "watch.sock", store / "watch.lock", store / "watch.log"
+        )
+        pid = daemon_pid(paths)
+        if pid is None:
+            continue
+        status = daemon_status(paths)
+        root = str(status["root"]) if status is not None else ""
+        found.append(Running(paths._replace(root=root), pid, status))
+    return found
+
+
 def daemon_status(paths: DaemonPaths) -> dict[str, Any] | None:
     """The daemon's status document, or None when no daemon answers."""
     # A person asked: a daemon busy accepting is waited for as long as for its

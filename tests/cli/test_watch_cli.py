@@ -15,6 +15,8 @@ import pytest
 from earshot.agent.watch import client as wc
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from earshot_cli import Cli
 
 pytestmark = [
@@ -110,3 +112,24 @@ def test_help_describes_the_modes(ws: Cli) -> None:
     out = ws.run("watch", "--help").stdout
     for word in ("--foreground", "--stop", "--status", "--idle-timeout", "EARSHOT_WATCH"):
         assert word in out
+
+
+def test_watch_list_shows_every_daemon_and_stop_all_stops_them(ws: Cli, tmp_path: Path) -> None:
+    cli = ws
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "f.txt").write_text("x\n")
+    cli.run("watch")
+    cli.run("watch", "--root", str(other))
+    doc = cli.json("watch", "--list", cwd=tmp_path)
+    roots = {d["root"]: d for d in doc["daemons"]}
+    assert set(roots) == {str(cli.root.resolve()), str(other.resolve())}, doc
+    assert all(d["answered"] and d["pid"] > 0 and d["rss_mib"] > 0 for d in roots.values())
+    text = cli.run("watch", "--list").stdout
+    assert "2 daemons" in text and "'earshot watch --stop --all'" in text, text
+    stopped = cli.json("watch", "--stop", "--all")
+    assert {s["root"] for s in stopped["stopped"]} == set(roots)
+    assert cli.json("watch", "--list")["daemons"] == []
+    assert cli.run("watch", "--list").stdout.strip() == "no watch daemon is running"
+    refused = cli.run("watch", "--all", expect=2)
+    assert "--all goes with --stop" in refused.stderr
