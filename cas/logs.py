@@ -13,6 +13,24 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+#: Set by the CLI when no ``-v`` was given: a warning or error is then one
+#: line for a person (``earshot: warning: session unlisted: path /x, ...``),
+#: never a log record; ``-v`` brings back the structured records.
+_PLAIN = {"on": False}
+
+
+def set_plain(on: bool) -> None:
+    """Render warnings and errors as one plain line (see ``_PLAIN``)."""
+    _PLAIN["on"] = on
+
+
+def plain_line(level: int, event: str, fields: dict[str, Any]) -> str:
+    """``earshot: warning: hook failed: hook_event PreToolUse, error ...``, one line."""
+    name = "error" if level >= logging.ERROR else "warning"
+    shown = ", ".join(f"{k} {v}" for k, v in fields.items() if k != "exc_info")
+    text = event.replace("_", " ") + (f": {shown}" if shown else "")
+    return f"earshot: {name}: " + " ".join(text.split())
+
 
 class Logger:
     """``debug``/``info``/``warning`` with key-value fields, rendered by structlog."""
@@ -25,6 +43,9 @@ class Logger:
 
     def _emit(self, level: int, event: str, fields: dict[str, Any]) -> None:
         if not self._std.isEnabledFor(level):
+            return
+        if _PLAIN["on"] and level >= logging.WARNING:
+            self._std.log(level, "%s", plain_line(level, event, fields))
             return
         if self._bound is None:
             import structlog

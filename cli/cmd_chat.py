@@ -28,7 +28,15 @@ from earshot.agent.loop.provider import Provider, Reply, make_provider, preload
 from earshot.agent.loop.workspace import Workspace
 
 from . import render
-from .common import EXIT_ERROR, configure_logging, discovered, fail, root_option, tracker
+from .common import (
+    EXIT_ERROR,
+    configure_logging,
+    discovered,
+    error_kind,
+    fail,
+    root_option,
+    tracker,
+)
 
 
 class _Quiet:
@@ -226,7 +234,7 @@ def chat(
     try:
         root = discovered(root)
     except EarshotError as exc:
-        fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code, error_kind(exc))
     if not os.path.isdir(root):
         fail(f"{root}: no such directory (give --root an existing directory)")
     if prompt is None and not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -242,7 +250,7 @@ def chat(
         else:
             _terminal(root, session, provider, allowed)
     except EarshotError as exc:
-        fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code, error_kind(exc))
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         fail(f"{where}{exc.strerror or exc}")

@@ -32,7 +32,7 @@ from earshot.agent.hooks.settings import (
 from earshot.cas.errors import EarshotError
 
 from . import render
-from .common import configure_logging, fail
+from .common import configure_logging, error_kind, fail
 from .install_files import (
     Settings,
     forget_hooks_config,
@@ -63,7 +63,7 @@ def _in_one_line() -> Iterator[None]:
     try:
         yield
     except EarshotError as exc:
-        fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code, error_kind(exc))
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from earshot.agent.watch import client as watch_client
 from earshot.cas.errors import EarshotError
 
 from . import render, render_watch
-from .common import DAEMON, configure_logging, discovered, fail, root_option
+from .common import DAEMON, configure_logging, discovered, error_kind, fail, root_option
 
 
 @click.command()
@@ -80,7 +80,7 @@ def watch(
     try:
         root = discovered(root)
     except EarshotError as exc:
-        fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code, error_kind(exc))
     if not os.path.isdir(root):
         fail(f"{root}: no such directory (give --root an existing directory)")
     if not sys.platform.startswith("linux"):

@@ -54,7 +54,13 @@ class Progress:
 
 
 def configure_logging(verbose: int) -> None:
+    """Logs on stderr: with no ``-v``, warnings alone, each one plain line
+    (``earshot: warning: ...``); ``-v``, ``-vv``: structured records."""
     import logging
+
+    from earshot.cas.logs import set_plain
+
+    set_plain(verbose == 0)
 
     level = logging.DEBUG if verbose > 1 else logging.INFO if verbose == 1 else logging.WARNING
     handler = logging.StreamHandler(sys.stderr)
@@ -65,12 +71,27 @@ def configure_logging(verbose: int) -> None:
     logger.propagate = False
 
 
-def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    """One line on stderr (control characters in a name escaped), then exit."""
-    from .render import one_line
+def fail(message: str, code: int = EXIT_ERROR, kind: str = "error") -> NoReturn:
+    """One line on stderr (control characters in a name escaped), then exit.
 
-    click.echo(f"earshot: {one_line(message)}", err=True)
+    With ``--json``, stdout holds the error as its one document, as git and jj
+    tools' scripts expect: ``{"error": {"code": "root_too_wide", "message":
+    ..., "exit": 1}}`` (``kind``: what went wrong, in snake case).
+    """
+    from .render import EMITTED, emit, one_line
+
+    line = one_line(message)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.params.get("as_json") and not EMITTED["json"]:
+        emit({"error": {"code": kind, "message": line, "exit": code}}, "", True)
+    click.echo(f"earshot: {line}", err=True)
     sys.exit(code)
+
+
+def error_kind(exc: BaseException) -> str:
+    """``RootTooWide`` -> ``root_too_wide``: an error's code in ``--json``."""
+    name = type(exc).__name__
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
 
 def settle(project: Any, finish: bool) -> list[Any]:
@@ -174,7 +195,7 @@ def _project_command(func: F, finish: bool) -> F:
                     kwargs["settled"] = settled
                 return func(project=project, as_json=as_json, **kwargs)
         except EarshotError as exc:
-            fail(str(exc), exc.exit_code)
+            fail(str(exc), exc.exit_code, error_kind(exc))
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             fail(f"{where}{exc.strerror or exc}")

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .common import configure_logging, discovered, fail
+from .common import configure_logging, discovered, error_kind, fail
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,7 +37,7 @@ def unless_recorded(
             try:
                 root = options["root"] = discovered(options["root"])
             except EarshotError as exc:
-                fail(str(exc), exc.exit_code)
+                fail(str(exc), exc.exit_code, error_kind(exc))
             except OSError as exc:  # the current directory is gone
                 fail(exc.strerror or str(exc))
             if not os.path.isdir(root) or not when(options) or _has_store(root):
@@ -46,7 +46,7 @@ def unless_recorded(
             try:
                 return empty(**options)
             except EarshotError as exc:
-                fail(str(exc), exc.exit_code)
+                fail(str(exc), exc.exit_code, error_kind(exc))
 
         return wrapper  # type: ignore[return-value]
 

@@ -73,9 +73,14 @@ def one_line(text: str) -> str:
     return _UNSAFE.sub(_escape_char, text)
 
 
+#: Whether this process printed its JSON document: an error after it adds none.
+EMITTED = {"json": False}
+
+
 def emit(doc: dict[str, Any], text: str, as_json: bool) -> None:
     """Print the result: the JSON document or the text."""
     if as_json:
+        EMITTED["json"] = True
         # ASCII escapes keep undecodable file names (surrogates) valid JSON
         # under any locale.
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=True, default=str) + "\n")

@@ -238,7 +238,7 @@ def test_a_provider_error_mid_stream_is_one_line_and_the_session_goes_on(
 ) -> None:
     model = agent([Broken("Half a rep", "overloaded mid-reply"), "Recovered."])
     ran = model.chat("hello", expect=1)
-    assert ran.stdout == ""
+    assert ran.json()["error"]["message"] in ran.stderr  # --json: the error is the document
     (line,) = ran.stderr.splitlines()
     assert line.startswith("earshot: ") and "broke off" in line and "overloaded mid-reply" in line
     again = model.chat("hello again", "--continue").json()
@@ -255,7 +255,7 @@ def test_a_reply_whose_stream_stops_before_its_end_is_broken_off_and_its_calls_n
     cut = CutOff(["I will now", ToolCall("write_file", {"path": "t.txt", "content": "x"})])
     model = agent([cut, "Recovered."])
     ran = model.chat("go", "--allow", ALL, expect=1)
-    assert "the reply broke off" in ran.stderr and ran.stdout == ""
+    assert "the reply broke off" in ran.stderr and ran.json()["error"]["exit"] == 1
     assert not (root / "t.txt").exists()
     assert model.chat("again", "--continue").json()["text"] == "Recovered."
     assert any(t.startswith("I will now") and "broke off" in t for t in texts_sent(model))
@@ -316,7 +316,8 @@ def test_a_refused_request_is_one_line_that_says_what_to_do(
 ) -> None:
     ran = agent([failure]).chat("hello", expect=1)
     (line,) = ran.stderr.splitlines()
-    assert said in line and failure.message in line and ran.stdout == ""
+    assert said in line and failure.message in line
+    assert ran.json()["error"]["message"] in line  # --json: the error is the document
 
 
 def test_an_unreachable_server_is_one_line(cli: Cli, root: Path) -> None:
