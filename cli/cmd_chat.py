@@ -128,10 +128,13 @@ def _print_mode(
     quiet = _Quiet()
     workspace = _workspace(root, [quiet])
     given, most_recent = session
-    ident = workspace.open_session(given, most_recent=most_recent, new=not (given or most_recent))
+    new = not (given or most_recent)
+    ident = workspace.open_session(given, most_recent=most_recent, new=new)
     chat = Chat(workspace, ident, model, quiet, grants=Grants(allowed))
     result, received = _run_turn(chat, prompt)
     if result.stop == "error":
+        if new and not result.text and not result.batches and workspace.discard_unused(ident):
+            fail(str(result.error))  # refused before any reply: no session is left behind
         fail(f"{result.error} (session {ident})")
     if as_json:
         doc = {
@@ -162,13 +165,21 @@ def _terminal(
 
     given, most_recent = session
 
+    opened: list[tuple[Workspace, str]] = []
+
     def make_chat(face: Terminal) -> Chat:
         workspace = _workspace(root, [face])
         new = not (given or most_recent)
         ident = workspace.open_session(given, most_recent=most_recent, new=new)
+        if new:
+            opened.append((workspace, ident))
         return Chat(workspace, ident, model, face, grants=Grants(allowed))
 
-    signalled = Terminal(make_chat).run()
+    try:
+        signalled = Terminal(make_chat).run()
+    finally:
+        for workspace, ident in opened:  # a chat closed before anything came of it
+            workspace.discard_unused(ident)
     if signalled is not None:
         sys.exit(128 + signalled)
 

@@ -19,6 +19,7 @@ Rewind, fork and checks are in ``navigation``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +32,7 @@ from earshot.agent.core.records import (
     all_sessions,
     bound_sessions,
     count_batches,
+    delete_session,
     get_session,
     has_batches,
 )
@@ -109,6 +111,32 @@ def new_session(project: Project) -> SessionRecord:
     ensure_log(project, record.id)
     start_session_upkeep(project)
     return record
+
+
+def discard_unused(project: Project, session_id: str) -> bool:
+    """Remove a session nothing came of: no batch, and no reply in its log (a
+    chat closed before its first prompt, a ``chat -p`` refused before its
+    first reply). It would otherwise be the newest session, the one a plain
+    ``earshot undo`` took. False (and nothing removed) when anything came of it.
+    """
+    with project.store.backend.read() as view:
+        if has_batches(view, session_id):
+            return False
+    path = log_path(project, session_id)
+    if path.exists():
+        try:
+            entries = Session.open(path).entries()
+        except (OSError, EarshotError):
+            return False  # unreadable: a person should look, not earshot delete
+        if any(not isinstance(e.body, UserMessage) for e in entries):
+            return False
+    with project.store.backend.write() as txn:
+        delete_session(txn, session_id)
+    locks = (f"{session_id}.turn.lock", f"{session_id}.rewind.lock")
+    for leftover in (path, *(path.with_name(name) for name in locks)):
+        with contextlib.suppress(FileNotFoundError):
+            leftover.unlink()
+    return True
 
 
 def _linked_batches(path: Path) -> int:

@@ -77,6 +77,11 @@ class Workspace:
             record, _ = conversation.select(project, given, most_recent=most_recent)
             return record.id
 
+    def discard_unused(self, session: str) -> bool:
+        """Remove ``session`` if nothing came of it (``conversation.discard_unused``)."""
+        with self.project(finish=False) as project:
+            return conversation.discard_unused(project, session)
+
     def log(self, session: str) -> Session:
         """The session's conversation log (created empty if it has none). Calls a
         dead process left unanswered are closed by the next turn, under its lock

@@ -318,6 +318,8 @@ def test_a_refused_request_is_one_line_that_says_what_to_do(
     (line,) = ran.stderr.splitlines()
     assert said in line and failure.message in line
     assert ran.json()["error"]["message"] in line  # --json: the error is the document
+    # Refused before any reply: no session is left to be "the most recent".
+    assert cli.json("sessions")["sessions"] == []
 
 
 def test_an_unreachable_server_is_one_line(cli: Cli, root: Path) -> None:

@@ -428,3 +428,15 @@ def test_esc_at_a_permission_question_stops_the_turn_and_text_is_never_an_answer
     assert [r.get("interrupted") for r in results] == [True, True]
     assert len(screen.server.main_requests) == 1
     screen.leave()
+
+
+def test_a_chat_closed_before_its_first_prompt_leaves_no_session(
+    cli: Cli, chat: Callable[..., Screen]
+) -> None:
+    worked = cli.new_session()
+    cli.run("bash", "echo made > made.txt", session=worked)
+    screen = chat([])
+    assert screen.session != worked
+    screen.leave()
+    assert [s["id"] for s in cli.json("sessions")["sessions"]] == [worked]
+    assert not list((cli.home / "sessions").glob(f"*/{screen.session}*"))
