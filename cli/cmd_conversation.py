@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import click
 
 from earshot.agent.core import conversation, navigation
 from earshot.agent.core.engine import Engine
+from earshot.agent.core.records import OUTSIDE
 from earshot.cas.paths import sessions_dir
 from earshot.cas.project import Project
 
@@ -22,6 +24,36 @@ from .common import (
     session_reader,
 )
 from .readonly import is_dry_run, no_sessions, unless_recorded
+
+_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _age_s(text: str) -> int:
+    """``30m``, ``12h``, ``7d``, ``2w`` -> seconds."""
+    number, unit = text[:-1], text[-1:].lower()
+    if not number.isdigit() or unit not in _UNITS:
+        raise click.BadParameter(f"{text!r}: a number and m, h, d or w (7d)", param_hint="AGE")
+    return int(number) * _UNITS[unit]
+
+
+def _remove(project: Project, as_json: bool, ids: tuple[str, ...], older_than: str | None) -> None:
+    if bool(ids) == bool(older_than):
+        raise click.UsageError("'sessions rm' takes session ids or --older-than AGE: one of them")
+    if older_than:
+        cutoff = time.time_ns() - _age_s(older_than) * 1_000_000_000
+        chosen = [s.id for s in conversation.summaries(project) if s.last_activity_ns < cutoff]
+    else:
+        chosen = []
+        for text in ids:
+            ident = conversation.find(project, text)
+            if ident is None or ident == OUTSIDE:
+                raise click.BadParameter(f"{text!r}: no such session", param_hint="ID")
+            chosen.append(ident)
+    removed = conversation.remove_sessions(project, sorted(set(chosen)))
+    text = "\n".join(f"removed session {ident}" for ident in removed) or "no session to remove"
+    if removed:
+        text += "\n'earshot gc' frees what only they used"
+    render.emit({"removed": removed}, text, as_json)
 
 
 def _text(text: str) -> str:
@@ -140,12 +172,27 @@ def _no_sessions(root: str, as_json: bool, action: str | None, **options: object
 
 
 @click.command()
-@click.argument("action", type=click.Choice(["check"]), required=False, metavar="[check]")
+@click.argument("action", type=click.Choice(["check", "rm"]), required=False, metavar="[check|rm]")
+@click.argument("ids", nargs=-1, metavar="[ID]...")
 @click.option("--repair", is_flag=True, help="With check: repair what can be (backup kept).")
+@click.option(
+    "--older-than",
+    "older_than",
+    metavar="AGE",
+    help="With rm: every session last active more than AGE ago (30m, 12h, 7d, 2w).",
+)
 @unless_recorded(_no_sessions)
 @project_reader
-def sessions(project: Project, as_json: bool, action: str | None, repair: bool) -> None:
-    """List the root's sessions, most recently active first; 'check' validates their files.
+def sessions(
+    project: Project,
+    as_json: bool,
+    action: str | None,
+    ids: tuple[str, ...],
+    repair: bool,
+    older_than: str | None,
+) -> None:
+    """List the root's sessions, most recently active first; 'check' validates their
+    files; 'rm' removes sessions.
 
     \b
     earshot sessions              id, last activity, batches, first prompt
@@ -153,9 +200,18 @@ def sessions(project: Project, as_json: bool, action: str | None, repair: bool) 
     earshot sessions check --repair
                                   truncate a torn tail, close interrupted tool
                                   calls; the original is kept as FILE.bak-TIME
+    earshot sessions rm ID...     remove sessions whole: log and checkpoints
+    earshot sessions rm --older-than 7d
 
-    check exits 1 when a problem remains (listed on stdout).
+    check exits 1 when a problem remains (listed on stdout). A removed
+    session's batches cannot be undone any more; 'earshot gc' then frees
+    what only they used.
     """
+    if action == "rm":
+        _remove(project, as_json, ids, older_than)
+        return
+    if ids or older_than:
+        raise click.UsageError("session ids and --older-than go with 'rm'")
     if action is None:
         if repair:
             raise click.UsageError("--repair goes with 'check'")

@@ -35,6 +35,7 @@ from earshot.agent.core.records import (
     delete_session,
     get_session,
     has_batches,
+    unbind_session,
 )
 from earshot.agent.core.sessions import ENV_SESSION, create_session, start_session_upkeep
 from earshot.agent.log.entries import AssistantMessage, BatchLink, Compaction, Entry, UserMessage
@@ -132,11 +133,42 @@ def discard_unused(project: Project, session_id: str) -> bool:
             return False
     with project.store.backend.write() as txn:
         delete_session(txn, session_id)
+    _remove_log(project, session_id)
+    return True
+
+
+def _remove_log(project: Project, session_id: str) -> None:
+    """A session's log file and the lock files beside it."""
+    path = log_path(project, session_id)
     locks = (f"{session_id}.turn.lock", f"{session_id}.rewind.lock")
     for leftover in (path, *(path.with_name(name) for name in locks)):
         with contextlib.suppress(FileNotFoundError):
             leftover.unlink()
-    return True
+
+
+class SessionInUse(EarshotError):
+    def __init__(self, session: str) -> None:
+        super().__init__(
+            f"session {session} has an operation not ended (an agent's open batch, or "
+            "one interrupted): it is not removed; run any earshot command to finish it"
+        )
+
+
+def remove_sessions(project: Project, ids: list[str]) -> list[str]:
+    """Remove sessions whole: their checkpoint history, their log, what binds an
+    agent's session to them. ``earshot gc`` then frees what only they used.
+    All or nothing: a session with an operation not ended refuses the lot."""
+    busy = {str(i.doc.get("session")) for i in project.intents.pending()}
+    for ident in ids:
+        if ident in busy:
+            raise SessionInUse(ident)
+    with project.store.backend.write() as txn:
+        for ident in ids:
+            delete_session(txn, ident)
+            unbind_session(txn, ident)
+    for ident in ids:
+        _remove_log(project, ident)
+    return ids
 
 
 def _linked_batches(path: Path) -> int:

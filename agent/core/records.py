@@ -309,6 +309,20 @@ def put_bound_session(txn: WriteBatch, agent: str, agent_session: str, session: 
     txn.put(AGENT, key, seal_json(key, doc))
 
 
+def unbind_session(txn: WriteBatch, session: str) -> None:
+    """Drop every agent session's mapping to ``session`` (it is being removed)."""
+    doomed = []
+    for key, value in txn.items(AGENT, b"bound/"):
+        try:
+            doc = unseal_json(key, value, key.decode(errors="replace"))
+        except CorruptRecord:
+            continue
+        if isinstance(doc, dict) and doc.get("session") == session:
+            doomed.append(key)
+    for key in doomed:
+        txn.delete(AGENT, key)
+
+
 def bound_sessions(view: ReadView) -> dict[str, tuple[str, str]]:
     """Every earshot session an agent's session maps to -> (agent, its session id)."""
     out: dict[str, tuple[str, str]] = {}
