@@ -396,6 +396,24 @@ MUTANTS = [
         "    if False:",
         "tests/cli/test_hosted.py -k restages",
     ),
+    (
+        "agent/core/conversation.py",
+        "        if ident in busy:\n            raise SessionInUse(ident)",
+        "        if False:\n            raise SessionInUse(ident)",
+        "tests/cli/test_sessions_rm.py -k open_batch",
+    ),
+    (
+        "agent/core/conversation.py",
+        "        if any(not isinstance(e.body, UserMessage) for e in entries):",
+        "        if False:",
+        "tests/cli/test_chat_terminal.py",
+    ),
+    (
+        "agent/core/conversation.py",
+        "        if has_batches(view, session_id):\n            return False",
+        "        if False:\n            return False",
+        "tests/cli/test_chat_print.py tests/cli/test_chat_terminal.py",
+    ),
 ]
 
 

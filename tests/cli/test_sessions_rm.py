@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from earshot_cli import Cli
+from fake_agent import Claude
 
 
 def test_sessions_rm_removes_both_halves_and_gc_frees_its_objects(cli: Cli, root: Path) -> None:
@@ -46,3 +47,20 @@ def test_sessions_rm_needs_ids_or_an_age_and_names_an_unknown_id(cli: Cli) -> No
     )
     unknown = cli.run("sessions", "rm", "zzzzzzzzzz", expect=None)
     assert unknown.rc != 0 and "zzzzzzzzzz" in unknown.stderr, unknown
+
+
+def test_a_session_with_an_open_batch_is_not_removed(cli: Cli, root: Path) -> None:
+    agent = Claude(cli.env(), root)
+    try:
+        assert agent.start().rc == 0
+        agent.prompt("p")
+        agent.write(root / "w.txt", "w\n")  # the response's batch stays open
+        (session,) = cli.json("sessions")["sessions"]
+        refused = cli.run("sessions", "rm", session["id"], expect=1)
+        assert "has an operation not ended" in refused.stderr, refused.stderr
+        assert [s["id"] for s in cli.json("sessions")["sessions"]] == [session["id"]]
+        agent.response_end()
+    finally:
+        agent.close()
+    cli.run("undo", "--session", session["id"])
+    assert not (root / "w.txt").exists()
