@@ -24,6 +24,12 @@ import os
 
 from earshot.cas.errors import EarshotError
 
+# typing and collections.abc cost the thin client milliseconds to import;
+# annotations are not evaluated here, so type checkers alone need them.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 #: Names that make a directory a root.
 GIT = ".git"
 EARSHOTIGNORE = ".earshotignore"
@@ -85,25 +91,36 @@ def _has_store(path: str, home: str | os.PathLike[str] | None) -> bool:
     return (checkpoints_dir(path, where) / "data.mdb").exists()
 
 
-def _mark(path: str, home: str | os.PathLike[str] | None) -> str | None:
+def _mark(
+    path: str, home: str | os.PathLike[str] | None, served: Callable[[str], bool] | None
+) -> str | None:
     if os.path.lexists(os.path.join(path, GIT)):
         return "git"
     if os.path.isfile(os.path.join(path, EARSHOTIGNORE)):
         return "earshotignore"
-    if _has_store(path, home):
+    if (served is not None and served(path)) or _has_store(path, home):
         return "store"
     return None
 
 
-def find_root(start: str, home: str | os.PathLike[str] | None = None) -> Found:
+def find_root(
+    start: str,
+    home: str | os.PathLike[str] | None = None,
+    served: Callable[[str], bool] | None = None,
+) -> Found:
     """The root ``start`` (a directory) means. RootTooWide when that would be
-    ``/``, the home directory, or a file system's top with no mark."""
+    ``/``, the home directory, or a file system's top with no mark.
+
+    ``served``: a cheaper sign that a directory has a store, asked first (the
+    thin client's: a daemon serves it), so a call from a served root never
+    imports BLAKE3.
+    """
     here = os.path.realpath(start)
     never = {"/", _home()}
     path = here
     while True:
         if path not in never:
-            why = _mark(path, home)
+            why = _mark(path, home, served)
             if why is not None:
                 return Found(path, why)
         parent = os.path.dirname(path)

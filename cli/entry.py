@@ -164,6 +164,11 @@ def _hostable(argv: list[str]) -> bool:
     return not any(a in ("-h", "--help") for a in argv[1:])
 
 
+def _served_by_a_daemon(home: str) -> Any:
+    """Whether a daemon serves a directory: its socket's alias (SHA-256, no BLAKE3)."""
+    return lambda path: os.path.lexists(protocol.alias_path(home, path))
+
+
 def _root(argv: list[str]) -> str | None:
     """The ``--root`` given, or None."""
     for i, arg in enumerate(argv):
@@ -251,8 +256,10 @@ def _through_daemon(argv: list[str]) -> int | None:
     if root is None:  # found as the full CLI finds it (the worker does the same)
         from earshot.cas.rootfind import find_root
 
+        home = protocol.data_home()
         try:
-            root = find_root(os.getcwd(), protocol.data_home()).root
+            served = _served_by_a_daemon(home)
+            root = find_root(os.getcwd(), home, served).root
         except Exception:  # too wide, or the directory is gone: the full CLI says so
             return None
     if not os.path.isdir(root):
