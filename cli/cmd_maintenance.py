@@ -1,14 +1,31 @@
-"""``earshot forget``, ``gc``, ``fsck`` and ``stats``: keeping the store small and sound."""
+"""``forget``, ``gc``, ``fsck``, ``stats`` and ``purge``: keeping the store small and sound."""
 
 from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import sys
+from pathlib import Path
 
 import click
 
 from earshot.cas.project import Project
 
 from . import render
-from .common import Progress, fail, project_command, project_reader
+from .common import (
+    Progress,
+    configure_logging,
+    discovered,
+    error_kind,
+    fail,
+    project_command,
+    project_reader,
+    root_option,
+)
 from .readonly import unless_recorded
+from .render import human_bytes
 
 
 @click.command()
@@ -97,3 +114,71 @@ def stats(project: Project, as_json: bool) -> None:
     """Objects, bytes of content, bytes stored and on disk, dedup and compression."""
     doc, text = render.stats_report(project.stats())
     render.emit(doc, text, as_json)
+
+
+@click.command()
+@root_option("The working tree whose store to remove.")
+@click.option("--yes", is_flag=True, help="Do not ask: remove at once.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("-v", "--verbose", count=True, help="Log to stderr (-vv for debug).")
+def purge(root: str | None, yes: bool, as_json: bool, verbose: int) -> None:
+    """Remove everything earshot keeps for the root: every snapshot, batch and
+    session log, and its watch daemon. The working tree is not touched.
+
+    Asks first on a terminal; elsewhere --yes is needed. Refused while
+    another earshot process has the store open (an agent's call, a chat).
+    """
+    configure_logging(verbose)
+    from earshot.agent.watch import client as watch_client
+    from earshot.cas.errors import EarshotError
+    from earshot.cas.paths import checkpoints_dir, data_home, sessions_dir
+
+    try:
+        root = discovered(root)
+    except EarshotError as exc:
+        fail(str(exc), exc.exit_code, error_kind(exc))
+    real = os.path.realpath(root)
+    home = data_home()
+    store, logs = checkpoints_dir(real, home), sessions_dir(real, home)
+    if not store.exists() and not logs.exists():
+        render.emit({"root": real, "removed": False}, f"earshot keeps nothing for {real}", as_json)
+        return
+    size = _tree_bytes(store) + _tree_bytes(logs)
+    count = len(list(logs.glob("*.jsonl"))) if logs.exists() else 0
+    what = f"every checkpoint and {count} session log(s) of {real} ({human_bytes(size)})"
+    if not yes:
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            fail(f"purge removes {what}: give --yes to mean it", 2, "confirmation_needed")
+        if not click.confirm(f"Remove {what}?", default=False, err=True):
+            fail("nothing removed", 1, "declined")
+    watch_client.stop_daemon(watch_client.daemon_paths(real, home))
+    gone = store.with_name(f".{store.name}.purging-{os.getpid()}")
+    if store.exists():
+        lock = os.open(store / "open.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fail(
+                    f"another earshot process has the store of {real} open (an agent's call, "
+                    "a chat): nothing removed; try again when it is done",
+                    1,
+                    "store_busy",
+                )
+            os.rename(store, gone)  # one step: the store is whole, or not there
+        finally:
+            os.close(lock)
+        shutil.rmtree(gone)
+    shutil.rmtree(logs, ignore_errors=True)
+    doc = {"root": real, "removed": True, "bytes": size, "session_logs": count}
+    render.emit(doc, f"removed {what}", as_json)
+
+
+def _tree_bytes(top: Path) -> int:
+    """Bytes on disk under ``top`` (blocks, as du counts them)."""
+    total = 0
+    for path in top.rglob("*") if top.exists() else ():
+        with contextlib.suppress(OSError):
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_blocks * 512
+    return total

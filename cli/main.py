@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "forget": ("cmd_maintenance", "forget", "Unlist snapshots so gc can drop them."),
     "gc": ("cmd_maintenance", "gc", "Drop objects no snapshot needs; --compact shrinks the file."),
     "fsck": ("cmd_maintenance", "fsck", "Verify every object and reference in the store."),
+    "purge": ("cmd_maintenance", "purge", "Remove everything earshot keeps for the root."),
     "stats": (
         "cmd_maintenance",
         "stats",

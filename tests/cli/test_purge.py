@@ -1,0 +1,41 @@
+"""``earshot purge``: everything earshot keeps for a root removed, the tree untouched."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from earshot_cli import Cli
+
+
+def test_purge_removes_the_store_the_logs_and_the_daemon_and_keeps_the_tree(
+    cli: Cli, root: Path
+) -> None:
+    sid = cli.new_session()
+    cli.run("bash", "echo made > made.txt", session=sid)
+    cli.run("watch")
+    assert cli.json("watch", "--list")["daemons"]
+    refused = cli.run("purge", expect=2)  # no terminal, no --yes
+    assert "give --yes" in refused.stderr, refused.stderr
+    assert cli.json("sessions")["sessions"]
+    done = cli.json("purge", "--yes")
+    assert done["removed"] is True and done["session_logs"] == 1 and done["bytes"] > 0
+    assert (root / "made.txt").read_text() == "made\n"  # the tree is the person's
+    assert cli.json("watch", "--list")["daemons"] == []
+    assert not any((cli.home / "checkpoints").iterdir())
+    assert not any((cli.home / "sessions").iterdir())
+    again = cli.json("purge", "--yes")
+    assert again["removed"] is False
+
+
+def test_purge_is_refused_while_another_process_has_the_store_open(cli: Cli, root: Path) -> None:
+    cli.run("snapshot")
+    lock = os.open(cli.store_dir() / "open.lock", os.O_RDWR)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_SH)  # as every process with the store open holds it
+        busy = cli.run("purge", "--yes", "--json", expect=1)
+        assert busy.json()["error"]["code"] == "store_busy", busy
+        assert len(cli.json("snapshots")["snapshots"]) == 1
+    finally:
+        os.close(lock)
