@@ -128,10 +128,17 @@ class Cli:
 
 
 def one_line_error(ran: Ran, code: int = 1) -> str:
-    """Assert the contract for errors: exit ``code``, empty stdout, one 'earshot: ' line."""
+    """Assert the contract for errors: exit ``code``, one 'earshot: ' line on
+    stderr, and stdout empty; with ``--json``, stdout is the error as one
+    document (``{"error": {"code", "message", "exit"}}``) saying the same."""
     assert ran.rc == code, str(ran)
-    assert ran.stdout == "", str(ran)
     lines = ran.stderr.splitlines()
     assert len(lines) == 1, str(ran)
     assert lines[0].startswith("earshot: "), str(ran)
+    if "--json" in ran.args:
+        error = ran.json()["error"]
+        assert error["exit"] == code and lines[0] == f"earshot: {error['message']}", str(ran)
+        assert isinstance(error["code"], str) and error["code"], str(ran)
+    else:
+        assert ran.stdout == "", str(ran)
     return lines[0]
