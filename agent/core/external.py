@@ -369,13 +369,13 @@ class ExternalBatch:
         log.debug("external", catch_up=why, running=self.notes.running)
 
 
-#: Whether the process the agent waits on for this event is gone. In its own
-#: process a hook dies when the agent kills it; a daemon's worker lives on
-#: after its client, and sets this (``cli/daemon.py``).
 def _in_its_own_process() -> bool:
     return False
 
 
+#: Whether the process the agent waits on for this event is gone. In its own
+#: process a hook dies when the agent kills it; a daemon's worker lives on
+#: after its client, and sets this (``cli/daemon.py``).
 caller_gone: Callable[[], bool] = _in_its_own_process
 
 

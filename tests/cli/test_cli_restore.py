@@ -56,9 +56,7 @@ def test_restore_by_full_id_then_by_8_hex_prefix_brings_files_back(cli: Cli, tre
     assert tree(cli.root) == wanted
 
 
-def test_restore_bad_id_exits_1_with_one_line_error(
-    cli: Cli, tree: Any, check_error: Any
-) -> None:
+def test_restore_bad_id_exits_1_with_one_line_error(cli: Cli, tree: Any, check_error: Any) -> None:
     base = _base(cli)
     cli.write("a.txt", "changed\n")
     before = tree(cli.root, mtimes=True)
