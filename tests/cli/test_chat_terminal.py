@@ -440,3 +440,21 @@ def test_a_chat_closed_before_its_first_prompt_leaves_no_session(
     screen.leave()
     assert [s["id"] for s in cli.json("sessions")["sessions"]] == [worked]
     assert not list((cli.home / "sessions").glob(f"*/{screen.session}*"))
+
+
+def test_a_chat_whose_session_got_a_batch_elsewhere_keeps_it_on_close(
+    cli: Cli, chat: Callable[..., Screen], root: Path
+) -> None:
+    screen = chat([])
+    (full,) = [
+        s["id"] for s in cli.json("sessions")["sessions"] if s["id"].startswith(screen.session)
+    ]
+    # Another terminal, same session; its link in the log is lost (a full disk):
+    # the batch alone must keep the session.
+    env = cli.env(full, EARSHOT_FAULTS="log-write=enospc")
+    cli.run("bash", "echo made > made.txt", env=env, expect=None)
+    assert cli.json("log", session=full)["batches"], "the batch was not recorded"
+    screen.leave()
+    assert [s["id"] for s in cli.json("sessions")["sessions"]] == [full]
+    cli.run("undo", session=full)
+    assert not (root / "made.txt").exists()
