@@ -258,15 +258,8 @@ def note_batch_span(txn: WriteBatch, session: str, started_ns: int, ended_ns: in
     Two agents in one checkout (two terminals, an agent beside earshot chat):
     what changed while both ran cannot be told apart by diffing trees.
     """
-    raw = txn.get(AGENT, _RECENT)
-    try:
-        recent = json.loads(raw) if raw else []
-    except ValueError:
-        recent = []
-    beside = any(
-        isinstance(item, list) and len(item) == 3 and item[0] != session and item[2] > started_ns
-        for item in recent
-    )
+    recent = _recent_spans(txn) or []
+    beside = _ended_after(recent, session, started_ns)
     recent = [*recent[-(_RECENT_KEEP - 1) :], [session, started_ns, ended_ns]]
     txn.put(AGENT, _RECENT, json.dumps(recent).encode())
     return beside
@@ -275,11 +268,21 @@ def note_batch_span(txn: WriteBatch, session: str, started_ns: int, ended_ns: in
 def others_ended_since(view: ReadView, session: str, started_ns: int) -> bool:
     """Whether a batch of another session ended after ``started_ns`` (the
     spans ``note_batch_span`` keeps): what changed meanwhile may be its."""
+    recent = _recent_spans(view)
+    return True if recent is None else _ended_after(recent, session, started_ns)
+
+
+def _recent_spans(view: ReadView) -> list[Any] | None:
+    """The recent batch spans ``[session, started_ns, ended_ns]``; None: damaged."""
     raw = view.get(AGENT, _RECENT)
     try:
         recent = json.loads(raw) if raw else []
     except ValueError:
-        return True  # not known: as if one had
+        return None
+    return recent if isinstance(recent, list) else None
+
+
+def _ended_after(recent: list[Any], session: str, started_ns: int) -> bool:
     return any(
         isinstance(item, list) and len(item) == 3 and item[0] != session and item[2] > started_ns
         for item in recent

@@ -68,13 +68,19 @@ def start_session_upkeep(project: Project) -> None:
             project.gc(extra_roots=lambda: kept_roots(project))
 
 
+def busy_sessions(project: Project) -> set[str]:
+    """Sessions with an operation not ended (an agent's open batch, an
+    interrupted batch waiting to be recorded): never removed or pruned."""
+    return {str(i.doc.get("session")) for i in project.intents.pending()}
+
+
 def prune_sessions(project: Project, keep: int = DEFAULT_KEEP_SESSIONS) -> list[str]:
     """Drop the checkpoint history of all but the ``keep`` most recent sessions.
 
     A session with an operation not ended (an agent's open batch, an
     interrupted batch waiting to be recorded) is kept, however old.
     """
-    busy = {str(i.doc.get("session")) for i in project.intents.pending()}
+    busy = busy_sessions(project)
     old = [r for r in list_sessions(project)[keep:] if r.id not in busy]
     if not old:
         return []
