@@ -414,6 +414,12 @@ MUTANTS = [
         "        if False:\n            return False",
         "tests/cli/test_chat_print.py tests/cli/test_chat_terminal.py",
     ),
+    (
+        "agent/core/conversation.py",
+        "    if session_id in busy_sessions(project):\n        return False",
+        "    if False:\n        return False",
+        "tests/cli/test_chat_terminal.py -k running_elsewhere",
+    ),
 ]
 
 

@@ -37,7 +37,12 @@ from earshot.agent.core.records import (
     has_batches,
     unbind_session,
 )
-from earshot.agent.core.sessions import ENV_SESSION, create_session, start_session_upkeep
+from earshot.agent.core.sessions import (
+    ENV_SESSION,
+    busy_sessions,
+    create_session,
+    start_session_upkeep,
+)
 from earshot.agent.log.entries import AssistantMessage, BatchLink, Compaction, Entry, UserMessage
 from earshot.agent.log.header import ForkOrigin
 from earshot.agent.log.ids import NoMatchingId, SessionId, is_id, normalize_prefix, resolve_prefix
@@ -120,6 +125,8 @@ def discard_unused(project: Project, session_id: str) -> bool:
     first reply). It would otherwise be the newest session, the one a plain
     ``earshot undo`` took. False (and nothing removed) when anything came of it.
     """
+    if session_id in busy_sessions(project):
+        return False
     with project.store.backend.read() as view:
         if has_batches(view, session_id):
             return False
@@ -158,7 +165,7 @@ def remove_sessions(project: Project, ids: list[str]) -> list[str]:
     """Remove sessions whole: their checkpoint history, their log, what binds an
     agent's session to them. ``earshot gc`` then frees what only they used.
     All or nothing: a session with an operation not ended refuses the lot."""
-    busy = {str(i.doc.get("session")) for i in project.intents.pending()}
+    busy = busy_sessions(project)
     for ident in ids:
         if ident in busy:
             raise SessionInUse(ident)

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -456,5 +457,33 @@ def test_a_chat_whose_session_got_a_batch_elsewhere_keeps_it_on_close(
     assert cli.json("log", session=full)["batches"], "the batch was not recorded"
     screen.leave()
     assert [s["id"] for s in cli.json("sessions")["sessions"]] == [full]
+    cli.run("undo", session=full)
+    assert not (root / "made.txt").exists()
+
+
+def test_a_chat_whose_session_has_a_batch_running_elsewhere_keeps_it_on_close(
+    cli: Cli, chat: Callable[..., Screen], root: Path, tmp_path: Path
+) -> None:
+    screen = chat([])
+    (full,) = [
+        s["id"] for s in cli.json("sessions")["sessions"] if s["id"].startswith(screen.session)
+    ]
+    started, go = tmp_path / "started", tmp_path / "go"
+    command = f"echo made > made.txt; touch {started}; while [ ! -e {go} ]; do sleep 0.05; done"
+    with subprocess.Popen(
+        [str(EARSHOT), "bash", command],
+        cwd=root,
+        env=cli.env(full),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as running:
+        deadline = time.monotonic() + WAIT_S
+        while not started.exists():  # the batch is open: its intent is pending
+            assert time.monotonic() < deadline and running.poll() is None
+            time.sleep(0.05)
+        screen.leave()
+        go.touch()
+        assert running.wait(timeout=WAIT_S) == 0
+    assert list((cli.home / "sessions").glob(f"*/{full}.jsonl")), "the session's log was removed"
     cli.run("undo", session=full)
     assert not (root / "made.txt").exists()
