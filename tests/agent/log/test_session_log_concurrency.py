@@ -31,8 +31,25 @@ Path(str(go) + "." + tag).touch()  # ready: imported and opened
 while not go.exists():
     time.sleep(0.001)
 
+# Both processes go through ROUNDS rounds in step: a process starts round k
+# once all its threads and the other process have ended round k-1 (a marker
+# file each), so the two interleave whatever the scheduler does on a busy
+# machine (each round holds records of both).
+ROUNDS = 20
+other = "B" if tag == "A" else "A"
+step = max(1, count // ROUNDS)
+rounds = [
+    threading.Barrier(threads, action=lambda k=k: Path(f"{go}.{tag}.{k}").touch())
+    for k in range(ROUNDS + 1)
+]
+
 def work(t):
     for i in range(count):
+        if i and i % step == 0:
+            k = i // step
+            rounds[k].wait()
+            while not Path(f"{go}.{other}.{k}").exists():
+                time.sleep(0.001)
         session.append(UserMessage(f"{tag}-{t}-{i}"))
 
 workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
