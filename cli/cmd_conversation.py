@@ -13,7 +13,7 @@ from earshot.agent.core.records import OUTSIDE
 from earshot.cas.paths import sessions_dir
 from earshot.cas.project import Project
 
-from . import render, render_session
+from . import colour, render, render_session
 from .common import (
     EXIT_SKIPPED,
     acts_on,
@@ -109,7 +109,7 @@ def tree(project: Project, as_json: bool, session: str | None) -> None:
     """
     prompts = navigation.read_prompts(project, session) if session is not None else ()
     doc, out = render_session.tree(session, prompts)
-    render.emit(doc, out, as_json)
+    colour.emit(doc, out, as_json, colour.numbered_line)
 
 
 @click.command()

@@ -13,7 +13,7 @@ from earshot.cas.objects import ObjectReader
 from earshot.cas.project import Project
 from earshot.cas.tree import Kind, TreeEntry
 
-from . import render
+from . import colour, render
 from .common import project_reader
 from .readonly import unless_recorded
 
@@ -139,4 +139,4 @@ def diff(
         changes = project.diff(old, new)
     patches = patches_of(project, changes) if not stat_only and not as_json else {}
     doc, text = render.changes(changes, stat_only, patches)
-    render.emit(doc, text, as_json)
+    colour.emit(doc, text, as_json, colour.diff_line)

@@ -14,7 +14,7 @@ from earshot.agent.core.undo import redo as redo_batches
 from earshot.agent.core.undo import undo as undo_batches
 from earshot.cas.project import Project
 
-from . import render, render_agent
+from . import colour, render, render_agent
 from .common import EXIT_SKIPPED, acts_on, session_command, session_lookup
 from .readonly import is_dry_run, no_sessions, unless_recorded
 
@@ -67,7 +67,7 @@ def log(project: Project, as_json: bool, session: str | None) -> None:
             (i, intents.is_live(i)) for i in intents.pending() if i.doc.get("session") == session
         ]
     doc, text = render_agent.log(session, batches, pending, outside)
-    render.emit(doc, text, as_json)
+    colour.emit(doc, text, as_json, colour.numbered_line)
 
 
 @click.command()

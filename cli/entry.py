@@ -23,7 +23,7 @@ import os
 import sys
 
 from earshot.agent.watch import protocol
-from earshot.cli import lean, trust
+from earshot.cli import global_options, lean, pager, trust
 
 # Importing typing costs a few ms of every call; annotations are not
 # evaluated here, so type checkers alone need it.
@@ -46,7 +46,8 @@ _REFUSED: list[str] = []
 def main() -> None:
     """Console-script entry point."""
     _open_standard_fds()
-    argv = sys.argv[1:]
+    argv, no_pager = global_options.without_no_pager(global_options.hoisted(sys.argv[1:]))
+    sys.argv[1:] = argv  # what the full CLI parses, if it runs here
     try:
         os.getcwd()
     except FileNotFoundError:
@@ -60,6 +61,7 @@ def main() -> None:
             sys.exit(1)
     if argv and argv[0] == "hook":
         argv = _hook_event(argv)
+    pager.start(argv, refused=no_pager)
     code = _through_daemon(argv) if _hostable(argv) else None
     if code is not None:
         sys.exit(code)

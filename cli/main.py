@@ -98,9 +98,14 @@ def cli(ctx: click.Context, continue_: bool, resume_id: str | None, model: str |
 
     earshot records a working tree (the root, default: the current directory)
     into its own content-addressed store, never touching your git repository.
-    Options go after the command: `earshot snapshot --json`. `earshot` alone
+    A command's options go after it or, for --json, -v, --root and --session,
+    before it too: `earshot --json log`. `earshot` alone
     on a terminal is `earshot chat`, and takes its --continue, --resume ID
     and --model.
+
+    diff, log and tree page their output on a terminal ($EARSHOT_PAGER,
+    else $PAGER, else less; --no-pager for none) and colour it (NO_COLOR,
+    or EARSHOT_COLOR=never, for none).
 
     \b
     Exit codes: 0 done; 1 error; 2 usage; 3 done, but some paths were

@@ -96,9 +96,11 @@ def test_unknown_command_is_a_usage_error_exit_2(cli: Cli) -> None:
     assert result.stdout == ""
 
 
-def test_global_position_of_command_options_is_a_usage_error(cli: Cli) -> None:
-    # Options go after the command name: `earshot --json snapshots` is not accepted.
-    cli.run("--json", "snapshots", expect=2)
+def test_an_option_before_a_command_that_lacks_it_is_a_usage_error(cli: Cli) -> None:
+    # `earshot --json snapshots` is `earshot snapshots --json`; `session` has no --json.
+    assert cli.run("--json", "snapshots").json() == {"snapshots": []}
+    ran = cli.run("--json", "session", "new", expect=2)
+    assert "No such option '--json'" in ran.stderr, ran
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,72 @@
+"""Options every command takes, written before the command as git allows.
+
+``earshot --json log`` and ``earshot --root ../proj undo`` mean what
+``earshot log --json`` and ``earshot undo --root ../proj`` mean: the options
+in ``MOVABLE`` found between ``earshot`` and the command's name are moved
+to just after the name, where the command's own parser reads them. The
+options of ``earshot`` itself (``--version``, ``--help``, the chat's
+``--continue``, ``--resume ID``, ``--model``) stay where they are.
+
+``--no-pager`` is taken out of the line wherever it comes before ``--``:
+it is read once, here, by ``earshot.cli.pager``.
+
+Standard library only: the thin client (``earshot.cli.entry``) runs this
+before it knows whether a daemon serves the call.
+"""
+
+from __future__ import annotations
+
+#: Flags that take no value.
+_FLAGS = frozenset({"--json", "-v", "-vv", "-vvv", "--verbose"})
+#: Options that take one value (``--root X`` or ``--root=X``).
+_VALUED = frozenset({"--root", "--session"})
+#: Options of ``earshot`` alone, with whether each takes a value.
+_OWN = {"--version": False, "-h": False, "--help": False, "--continue": False}
+_OWN_VALUED = frozenset({"--resume", "--model"})
+
+NO_PAGER = "--no-pager"
+
+
+def hoisted(argv: list[str]) -> list[str]:
+    """``argv`` (without the program name) with leading command options moved after the command.
+
+    A line with no command after the options is returned as given, so
+    click says what is wrong with it.
+    """
+    own: list[str] = []
+    moved: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name = arg.partition("=")[0]
+        if arg in _FLAGS:
+            moved.append(arg)
+        elif name in _VALUED:
+            if "=" in arg:
+                moved.append(arg)
+            elif i + 1 < len(argv):
+                moved += argv[i : i + 2]
+                i += 1
+            else:
+                return argv
+        elif arg in _OWN:
+            own.append(arg)
+        elif name in _OWN_VALUED:
+            if "=" in arg or i + 1 >= len(argv):
+                own.append(arg)
+            else:
+                own += argv[i : i + 2]
+                i += 1
+        else:
+            break
+        i += 1
+    if i >= len(argv) or argv[i].startswith("-") or not moved:
+        return argv
+    return [*own, argv[i], *moved, *argv[i + 1 :]]
+
+
+def without_no_pager(argv: list[str]) -> tuple[list[str], bool]:
+    """``argv`` without ``--no-pager`` (before any ``--``), and whether it was there."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    kept = [a for a in argv[:end] if a != NO_PAGER]
+    return [*kept, *argv[end:]], len(kept) != end
