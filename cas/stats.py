@@ -12,12 +12,15 @@ from .objects import ObjectStore, ObjectType
 class StoreStats:
     """Counts and sizes; ``content_bytes`` counts each distinct content once."""
 
+    #: Listed snapshots (``earshot snapshots``).
     snapshots: int
+    #: Every snapshot recorded: listed ones, and those of batches (before, after).
+    recorded_snapshots: int
     objects: dict[str, int]
     packs: int
     #: Distinct file content (blobs and chunks, uncompressed).
     content_bytes: int
-    #: What the snapshots describe, summed over all of them (before dedup).
+    #: What the recorded snapshots describe, summed over all of them (before dedup).
     logical_bytes: int
     #: Bytes in packs (after compression), all objects.
     stored_bytes: int
@@ -42,20 +45,23 @@ def store_stats(store: ObjectStore) -> StoreStats:
     counts = {t.name.lower(): 0 for t in ObjectType}
     content = stored = content_stored = 0
     packs: set[int] = set()
-    logical = snapshots = 0
+    logical = 0
     with store.reader() as reader:
-        for _, loc in schema.locations(reader.view):
+        for digest, loc in schema.locations(reader.view):
             counts[loc.type.name.lower()] += 1
             stored += loc.stored
             packs.add(loc.pack)
             if loc.type is ObjectType.BLOB:
                 content += loc.raw
                 content_stored += loc.stored
-        for _, snapshot in schema.listed_snapshots(reader.view):
-            snapshots += 1
-            logical += reader.read_snapshot(snapshot).content_bytes
+            elif loc.type is ObjectType.SNAPSHOT:
+                # Batches' snapshots too: dedup is what every state recorded
+                # would cost stored whole, over what is stored once.
+                logical += reader.read_snapshot(digest).content_bytes
+        snapshots = sum(1 for _ in schema.listed_snapshots(reader.view))
     return StoreStats(
         snapshots=snapshots,
+        recorded_snapshots=counts[ObjectType.SNAPSHOT.name.lower()],
         objects=counts,
         packs=len(packs),
         content_bytes=content,

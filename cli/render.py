@@ -284,6 +284,7 @@ def stats_empty() -> tuple[dict[str, Any], str]:
     """stats in a root with no store (none is made)."""
     doc = {
         "snapshots": 0,
+        "recorded_snapshots": 0,
         "objects": {},
         "packs": 0,
         "content_bytes": 0,
@@ -301,6 +302,7 @@ def stats_empty() -> tuple[dict[str, Any], str]:
 def stats_report(stats: StoreStats) -> tuple[dict[str, Any], str]:
     doc = {
         "snapshots": stats.snapshots,
+        "recorded_snapshots": stats.recorded_snapshots,
         "objects": stats.objects,
         "packs": stats.packs,
         "content_bytes": stats.content_bytes,
@@ -311,15 +313,25 @@ def stats_report(stats: StoreStats) -> tuple[dict[str, Any], str]:
         "compression_ratio": round(stats.compression_ratio, 3),
         "dedup_ratio": round(stats.dedup_ratio, 3),
     }
-    names = {"blob": "blobs", "chunked": "chunked files", "tree": "trees", "snapshot": "snapshots"}
-    objects = ", ".join(f"{n:,} {names.get(k, k)}" for k, n in stats.objects.items())
+    names = {"blob": "file contents", "chunked": "chunked large files", "tree": "folder listings"}
+    objects = ", ".join(
+        f"{n:,} {names[k]}" for k, n in stats.objects.items() if k in names and (n or k == "blob")
+    )
+    listed = "" if not stats.snapshots else f", {stats.snapshots:,} listed by 'earshot snapshots'"
+    per_byte = stats.disk_per_content_byte
     text = (
-        f"{stats.snapshots:,} snapshots; {objects}; {stats.packs:,} packs\n"
-        f"content {human_bytes(stats.content_bytes)} (distinct), "
-        f"described by snapshots {human_bytes(stats.logical_bytes)} "
-        f"(dedup {stats.dedup_ratio:.2f}x)\n"
-        f"stored {human_bytes(stats.stored_bytes)} (compression {stats.compression_ratio:.2f}x), "
-        f"on disk {human_bytes(stats.disk_bytes)}: "
-        f"{stats.disk_per_content_byte:.3f} bytes on disk per byte of content"
+        f"snapshots  {stats.recorded_snapshots:,} recorded{listed}\n"
+        f"objects    {objects}, in {stats.packs:,} packs\n"
+        f"content    {human_bytes(stats.content_bytes)} stored once; "
+        f"{human_bytes(stats.logical_bytes)} across all snapshots"
+        + (f" (dedup {stats.dedup_ratio:.1f}x)" if stats.content_bytes else "")
+        + "\n"
+        f"on disk    {human_bytes(stats.disk_bytes)}"
+        + (
+            f" ({human_bytes(stats.stored_bytes)} compressed {stats.compression_ratio:.1f}x, "
+            f"{per_byte:,.1f} bytes on disk per byte of content)"
+            if stats.content_bytes
+            else ""
+        )
     )
     return doc, text

@@ -83,7 +83,9 @@ def _outside(batch: Batch) -> bool:
     return bool(batch.calls) and batch.calls[0].get("tool") == "outside"
 
 
-def batch_line(batch: Batch) -> str:
+def batch_line(batch: Batch, undone_by_undo: dict[int, list[int]] | None = None) -> str:
+    """One line of ``log``. ``undone_by_undo``: each undo batch's targets, so a
+    redo is named by the batches it brings back (``redo of 2``), as ``redo`` says."""
     added, modified, deleted = counts(batch)
     calls = "; ".join(_call_text(c) for c in batch.calls) or "(no calls)"
     if len(calls) > 48:
@@ -91,7 +93,13 @@ def batch_line(batch: Batch) -> str:
     flags = []
     if batch.undone_by is not None:
         flags.append(f"undone by {batch.undone_by}")
-    if batch.kind.value in ("undo", "redo", "rewind"):
+    redone = (undone_by_undo or {}).get(batch.targets[0]) if batch.targets else None
+    if batch.kind.value == "redo" and redone:
+        flags.append(
+            f"redo of {', '.join(map(str, redone))}, taking back undo "
+            f"{', '.join(map(str, batch.targets))}"
+        )
+    elif batch.kind.value in ("undo", "redo", "rewind"):
         flags.append(f"{batch.kind.value} of {', '.join(map(str, batch.targets))}")
     if batch.interrupted:
         # A process killed mid-batch, or notes lost (a full disk) or damaged.
@@ -161,7 +169,8 @@ def log(
     # Both kinds in the order they were recorded: what changed outside any
     # call between two batches is listed between them.
     shown = sorted([*batches, *outside], key=lambda b: b.time_ns)
-    lines = [f"session {session}"] + [batch_line(b) for b in shown]
+    undone = {b.seq: list(b.targets) for b in batches if b.kind.value in ("undo", "rewind")}
+    lines = [f"session {session}"] + [batch_line(b, undone) for b in shown]
     for item in waiting:
         state = (
             "running now"

@@ -125,6 +125,7 @@ def summary_doc(item: SessionSummary) -> dict[str, Any]:
         "created": when(item.created_ns),
         "last_activity": when(item.last_activity_ns),
         "batches": item.batches,
+        "prompts": item.prompts,
         "first_prompt": item.first_prompt,
         "fork_of": None if fork is None else {"session": fork.session, "entry": fork.entry},
         "has_log": item.has_log,
@@ -144,13 +145,17 @@ def ago(ns: int, now_ns: int | None = None) -> str:
     return "just now"  # pragma: no cover - the loop always returns
 
 
+def _count(n: int, noun: str) -> str:
+    plural = noun + ("es" if noun.endswith("ch") else "s")
+    return f"{n:,} {noun if n == 1 else plural}"
+
+
 def chosen_line(s: SessionSummary) -> str:
     """The session a command took when none was named, in one line:
     ``session 01m8z2d9xf00 (claude, 3 batches, 2 min ago)``."""
     who = s.agent[0] if s.agent is not None else "earshot"
-    batches = f"{s.batches} batch" + ("" if s.batches == 1 else "es")
     return (
-        f"session {s.id[:12]} ({who}, {batches}, {ago(s.last_activity_ns)}); "
+        f"session {s.id[:12]} ({who}, {_count(s.batches, 'batch')}, {ago(s.last_activity_ns)}); "
         "--session ID picks another ('earshot sessions' lists them)"
     )
 
@@ -158,12 +163,14 @@ def chosen_line(s: SessionSummary) -> str:
 def sessions(items: Sequence[SessionSummary]) -> tuple[dict[str, Any], str]:
     doc = {"sessions": [summary_doc(s) for s in items]}
     lines = []
+    now = time.time_ns()
     for s in items:
         fork = f"  (fork of {s.fork_of.session[:12]})" if s.fork_of is not None else ""
-        agent = f"  ({s.agent[0]} {one_line(s.agent[1])[:12]})" if s.agent is not None else ""
+        who = s.agent[0] if s.agent is not None else "earshot"
         line = (
-            f"{s.id}  {when(s.last_activity_ns)}  {s.batches:>4} batches  "
-            f"{_short(s.first_prompt)}{fork}{agent}"
+            f"{s.id}  {who:<7}  {_count(s.prompts, 'prompt'):>11}  "
+            f"{_count(s.batches, 'batch'):>11}  {ago(s.last_activity_ns, now):>12}  "
+            f"{_short(s.first_prompt)}{fork}"
         )
         lines.append(line.rstrip())
     return doc, "\n".join(lines) if lines else "no sessions yet ('earshot session new')"

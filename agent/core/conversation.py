@@ -225,6 +225,8 @@ class SessionSummary:
     has_checkpoints: bool
     #: The agent whose session this is, seen through its hooks: (agent, its id).
     agent: tuple[str, str] | None = None
+    #: User prompts in its log, on every branch.
+    prompts: int = 0
 
 
 def summaries(project: Project, *, with_batch_counts: bool = True) -> list[SessionSummary]:
@@ -255,6 +257,7 @@ def summaries(project: Project, *, with_batch_counts: bool = True) -> list[Sessi
                 info is not None,
                 record is not None,
                 agents.get(ident),
+                info.prompts if info is not None else 0,
             )
         )
     out.sort(key=lambda s: (s.last_activity_ns, s.id), reverse=True)

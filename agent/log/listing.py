@@ -37,6 +37,8 @@ class SessionInfo:
     last_activity: str
     first_prompt: str | None
     fork_of: ForkOrigin | None
+    #: User prompts in the file, on every branch.
+    prompts: int = 0
 
 
 def session_files(directory: Path) -> list[Path]:
@@ -66,15 +68,19 @@ def _json_object(raw: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _first_prompt(lines: IO[bytes]) -> str | None:
+def _prompts(lines: IO[bytes]) -> tuple[str | None, int]:
+    """The first user prompt's text, and how many there are."""
+    first: str | None = None
+    count = 0
     for raw in lines:
         if b'"user"' not in raw:  # cheap filter before parsing
             continue
         obj = _json_object(raw)
         if obj is not None and obj.get("type") == "user" and isinstance(obj.get("text"), str):
-            text: str = obj["text"]
-            return text
-    return None
+            count += 1
+            if first is None:
+                first = obj["text"]
+    return first, count
 
 
 def _last_ts(handle: IO[bytes], size: int) -> str | None:
@@ -103,11 +109,13 @@ def session_info(path: Path) -> SessionInfo:
         if obj is None:
             raise EntryFormatError("line 1 is not a session header")
         header = decode_header(obj)
-        first = _first_prompt(handle)
+        first, prompts = _prompts(handle)
         size = os.fstat(handle.fileno()).st_size
         # A fork's copied entries are older than the fork itself.
         last = max(_last_ts(handle, size) or "", header.created)
-    return SessionInfo(header.id, path, header.root, header.created, last, first, header.fork_of)
+    return SessionInfo(
+        header.id, path, header.root, header.created, last, first, header.fork_of, prompts
+    )
 
 
 def list_sessions(directory: Path) -> list[SessionInfo]:

@@ -256,13 +256,15 @@ def test_sessions_newest_first_continue_and_resume(cli: Cli) -> None:
     listed = cli.json("sessions")["sessions"]
     assert [s["id"] for s in listed] == [first, third, second]
     assert (listed[0]["batches"], listed[0]["first_prompt"]) == (1, "back to the first")
+    assert [s["prompts"] for s in listed] == [1, 0, 0]
 
     assert cli.json("tree", "--continue")["session"] == first
     env = cli.env(EARSHOT_SESSION=second)
     assert cli.json("tree", env=env)["session"] == second
     assert cli.json("tree", "--continue", env=env)["session"] == first
     assert cli.json("log", "--resume", _unique_prefix(third, [first, second]))["session"] == third
-    assert "1 batches" in cli.run("sessions").stdout
+    top = cli.run("sessions").stdout.splitlines()[0].split()
+    assert top[:6] == [first, "earshot", "1", "prompt", "1", "batch"], top
 
 
 def test_fork_json_names_its_source_and_its_tree_has_the_earlier_prompts(cli: Cli) -> None:
