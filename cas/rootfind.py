@@ -1,9 +1,10 @@
 """Which root a command run in a directory means, found as git finds its work tree.
 
 From the directory up, the nearest one that is a git work tree's top (it
-holds ``.git``, a directory or a file), holds ``.earshotignore``, or holds
-an earshot store (earshot recorded it before) is the root. With none of
-them, the directory itself.
+holds ``.git``, a directory or a file), holds ``.earshotignore`` or
+``.earshot.toml`` (earshot's settings for the project), or holds an
+earshot store (earshot recorded it before) is the root. With none of them,
+the directory itself.
 
 ``/``, the home directory and the top of a file system are never taken
 unless ``--root`` names them: recording one walks every file below it (a
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 #: Names that make a directory a root.
 GIT = ".git"
 EARSHOTIGNORE = ".earshotignore"
+SETTINGS = ".earshot.toml"
 
 
 class Found:
@@ -45,7 +47,7 @@ class Found:
 
     def __init__(self, root: str, why: str) -> None:
         self.root = root
-        #: "git", "earshotignore", "store", or "here" (no mark up to the top).
+        #: "git", "earshotignore", "settings", "store", or "here" (no mark up to the top).
         self.why = why
 
     def __repr__(self) -> str:
@@ -98,6 +100,8 @@ def _mark(
         return "git"
     if os.path.isfile(os.path.join(path, EARSHOTIGNORE)):
         return "earshotignore"
+    if os.path.isfile(os.path.join(path, SETTINGS)):
+        return "settings"
     if (served is not None and served(path)) or _has_store(path, home):
         return "store"
     return None

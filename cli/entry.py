@@ -23,7 +23,7 @@ import os
 import sys
 
 from earshot.agent.watch import protocol
-from earshot.cli import global_options, lean, pager, trust
+from earshot.cli import global_options, lean, pager, settings_file, trust
 
 # Importing typing costs a few ms of every call; annotations are not
 # evaluated here, so type checkers alone need it.
@@ -60,7 +60,9 @@ def main() -> None:
             )
             sys.exit(1)
     if argv and argv[0] == "hook":
-        argv = _hook_event(argv)
+        argv = _hook_event(argv)  # reads the settings once it knows the root
+    else:
+        settings_file.apply_or_exit(_root(argv) or os.getcwd())
     pager.start(argv, refused=no_pager)
     code = _through_daemon(argv) if _hostable(argv) else None
     if code is not None:
@@ -99,6 +101,7 @@ def _hook_event(argv: list[str]) -> list[str]:
     if root is None:
         root = quick.project_dir(agent, payload) or os.getcwd()
         argv = [*argv, "--root", root]
+    settings_file.apply_or_exit(root)
     if quick.daemon_may_answer(agent, payload) and _noted_by_daemon(agent, data, root):
         sys.exit(0)
     fd = os.memfd_create("earshot-hook-event", os.MFD_CLOEXEC)

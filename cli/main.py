@@ -112,6 +112,8 @@ def cli(ctx: click.Context, continue_: bool, resume_id: str | None, model: str |
     skipped or in conflict (listed).
     Data lives in $EARSHOT_HOME, else $XDG_DATA_HOME/earshot,
     else ~/.local/share/earshot.
+    Settings: ~/.config/earshot/config.toml, then the project's
+    .earshot.toml (what the EARSHOT_* variables set; the variables win).
     """
     chosen = continue_ or resume_id is not None or model is not None
     if ctx.invoked_subcommand is not None:

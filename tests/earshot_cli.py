@@ -55,6 +55,8 @@ class Cli:
         env.pop("XDG_DATA_HOME", None)
         env.pop("EARSHOT_SESSION", None)
         env["EARSHOT_HOME"] = str(self.home)
+        # No person's settings file (~/.config/earshot/config.toml) reaches a test.
+        env["XDG_CONFIG_HOME"] = str(self.home / "config")
         if session is not None:
             env["EARSHOT_SESSION"] = session
         env.update(extra)

@@ -35,10 +35,14 @@ def test_the_nearest_mark_wins_a_nested_repository_or_a_git_file(home: Path) -> 
     assert (found.root, found.why) == (str(home / "proj" / "vendor" / "lib"), "git")
 
 
-def test_an_earshotignore_or_a_store_marks_a_root_without_git(home: Path) -> None:
+def test_an_earshotignore_settings_or_a_store_marks_a_root_without_git(home: Path) -> None:
     (home / "a" / "sub").mkdir(parents=True)
     (home / "a" / ".earshotignore").write_text("*.log\n")
     assert find_root(str(home / "a" / "sub"), home / "data").why == "earshotignore"
+    (home / "s" / "sub").mkdir(parents=True)
+    (home / "s" / ".earshot.toml").write_text("max_file_size = 10\n")
+    found = find_root(str(home / "s" / "sub"), home / "data")
+    assert (found.root, found.why) == (str(home / "s"), "settings")
     (home / "b" / "sub").mkdir(parents=True)
     store = checkpoints_dir(home / "b", home / "data")
     store.mkdir(parents=True)

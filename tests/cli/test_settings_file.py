@@ -1,0 +1,86 @@
+"""Settings files: ~/.config/earshot/config.toml, then the root's .earshot.toml.
+
+What a file sets is what its EARSHOT_* variable sets; the environment wins
+over both, the project's file over the person's; a project's file may not
+name a pager or a data directory; a broken file is one line and exit 1.
+Both modes: the daemon's worker works with the client's environment, the
+settings applied.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from earshot_cli import Cli
+
+pytestmark = pytest.mark.both_modes
+
+
+def _user_config(cli: Cli, text: str) -> Path:
+    path = cli.home / "config" / "earshot" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _too_large(doc: dict[str, object]) -> list[str]:
+    paths = doc["unrecorded_paths"]
+    assert isinstance(paths, list)
+    return sorted(p["path"] for p in paths if p["reason"] == "too_large")
+
+
+def test_the_person_s_file_sets_what_its_variable_sets_and_the_variable_wins(cli: Cli) -> None:
+    _user_config(cli, "# mine\nmax_file_size = 10\n")
+    cli.write("small.txt", "tiny\n")
+    cli.write("large.txt", "x" * 100)
+    assert _too_large(cli.json("snapshot")) == ["large.txt"]
+    cli.write("other.txt", "y" * 100)
+    doc = cli.json("snapshot", env=cli.env(EARSHOT_MAX_FILE_SIZE="1000"))
+    assert "other.txt" not in _too_large(doc)
+
+
+def test_the_project_s_file_is_found_from_a_folder_and_wins_over_the_person_s(cli: Cli) -> None:
+    _user_config(cli, "max_file_size = 1000\n")
+    (cli.root / ".earshot.toml").write_text('max_file_size = "50"\n')
+    sub = cli.root / "src"
+    sub.mkdir()
+    cli.write("src/large.txt", "x" * 100)
+    doc = cli.json("snapshot", cwd=sub)  # the settings file marks the root, too
+    assert _too_large(doc) == ["src/large.txt"]
+
+
+def test_a_project_may_not_name_a_pager_or_a_data_directory(cli: Cli, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere-data"
+    (cli.root / ".earshot.toml").write_text(
+        f'pager = "touch {tmp_path}/ran"\nhome = "{elsewhere}"\n'
+    )
+    ran = cli.run("snapshots")
+    warnings = ran.stderr.splitlines()
+    assert len(warnings) == 2, ran
+    assert all(w.startswith("earshot: warning: ") for w in warnings), ran
+    assert "'pager' is not read from a project's file" in ran.stderr, ran
+    assert not elsewhere.exists()
+
+
+def test_an_unknown_setting_is_one_warning_and_the_rest_apply(cli: Cli) -> None:
+    _user_config(cli, "max_fiel_size = 10\nmax_file_size = 10\n")
+    cli.write("large.txt", "x" * 100)
+    ran = cli.run("snapshot", "--json")
+    assert ran.stderr.startswith("earshot: warning: ") and "'max_fiel_size'" in ran.stderr, ran
+    assert len(ran.stderr.splitlines()) == 1, ran
+    assert _too_large(ran.json()) == ["large.txt"]
+
+
+@pytest.mark.parametrize(
+    "text", ["max_file_size = [", "max_file_size = [1, 2]\n"], ids=["not-toml", "a-list"]
+)
+def test_a_broken_file_is_one_line_and_nothing_is_made(
+    cli: Cli, text: str, check_error: object
+) -> None:
+    path = _user_config(cli, text)
+    before = sorted(p.name for p in cli.home.iterdir())
+    ran = cli.run("snapshot", expect=1)
+    line = check_error(ran)  # type: ignore[operator]
+    assert str(path) in line, line
+    assert sorted(p.name for p in cli.home.iterdir()) == before
