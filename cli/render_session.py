@@ -167,10 +167,12 @@ def sessions(items: Sequence[SessionSummary]) -> tuple[dict[str, Any], str]:
     for s in items:
         fork = f"  (fork of {s.fork_of.session[:12]})" if s.fork_of is not None else ""
         who = s.agent[0] if s.agent is not None else "earshot"
+        # The agent's own id, to match `claude --resume ID` and the like.
+        agent = f"  ({s.agent[0]} {one_line(s.agent[1])[:12]})" if s.agent is not None else ""
         line = (
             f"{s.id}  {who:<7}  {_count(s.prompts, 'prompt'):>11}  "
             f"{_count(s.batches, 'batch'):>11}  {ago(s.last_activity_ns, now):>12}  "
-            f"{_short(s.first_prompt)}{fork}"
+            f"{_short(s.first_prompt)}{fork}{agent}"
         )
         lines.append(line.rstrip())
     return doc, "\n".join(lines) if lines else "no sessions yet ('earshot session new')"
