@@ -13,7 +13,7 @@ from earshot.cas.objects import ObjectReader
 from earshot.cas.project import Project
 from earshot.cas.tree import Kind, TreeEntry
 
-from . import colour, render
+from . import colour, completion, render
 from .common import project_reader
 from .readonly import unless_recorded
 
@@ -54,10 +54,10 @@ class NoSuchBatch(EarshotError):
 
 def batch_changes(project: Project, session_id: str | None, seq: int) -> list[Change]:
     """A batch's ledger as changes (each path: before -> after); creates no session."""
-    from earshot.agent.core.conversation import NoSessions, find
+    from earshot.agent.core.conversation import BATCHES, NoSessions, find
     from earshot.agent.core.records import get_batch
 
-    ident = find(project, session_id)
+    ident = find(project, session_id, acting=BATCHES)
     if ident is None:
         raise NoSessions()
     with project.store.backend.read() as view:
@@ -110,8 +110,8 @@ def _no_store(old_id: str, new_id: str | None, **options: object) -> None:
 
 
 @click.command()
-@click.argument("old_id", metavar="A")
-@click.argument("new_id", metavar="[B]", required=False)
+@click.argument("old_id", metavar="A", shell_complete=completion.snapshot_ids_or_batches)
+@click.argument("new_id", metavar="[B]", required=False, shell_complete=completion.snapshot_ids)
 @click.option("--stat", "stat_only", is_flag=True, help="Only the list of changed paths.")
 @click.option("--session", "session_id", metavar="ID", help="The session of a BATCH number.")
 @unless_recorded(_no_store)

@@ -13,7 +13,7 @@ import click
 
 from earshot.cas.project import Project
 
-from . import render
+from . import completion, render
 from .common import (
     Progress,
     configure_logging,
@@ -29,7 +29,13 @@ from .render import human_bytes
 
 
 @click.command()
-@click.argument("snapshot_ids", metavar="SNAPSHOT...", nargs=-1, required=True)
+@click.argument(
+    "snapshot_ids",
+    metavar="SNAPSHOT...",
+    nargs=-1,
+    required=True,
+    shell_complete=completion.snapshot_ids,
+)
 @project_command
 def forget(project: Project, as_json: bool, snapshot_ids: tuple[str, ...]) -> None:
     """Unlist snapshots; their data goes at the next 'earshot gc'."""

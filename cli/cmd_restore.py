@@ -10,12 +10,12 @@ from earshot.cas.digest import short
 from earshot.cas.project import Project
 from earshot.cas.restore import delete_everything, keep_everything
 
-from . import render
+from . import completion, render
 from .common import EXIT_SKIPPED, Progress, project_command, tracker
 
 
 @click.command()
-@click.argument("snapshot_id", metavar="SNAPSHOT")
+@click.argument("snapshot_id", metavar="SNAPSHOT", shell_complete=completion.snapshot_ids)
 @click.option("--dry-run", is_flag=True, help="Show what would be written, deleted and skipped.")
 @click.option(
     "--force",

@@ -83,13 +83,17 @@ def _outside(batch: Batch) -> bool:
     return bool(batch.calls) and batch.calls[0].get("tool") == "outside"
 
 
+def call_summary(batch: Batch) -> str:
+    """A batch's calls in at most 48 characters."""
+    calls = "; ".join(_call_text(c) for c in batch.calls) or "(no calls)"
+    return calls if len(calls) <= 48 else calls[:45] + "..."
+
+
 def batch_line(batch: Batch, undone_by_undo: dict[int, list[int]] | None = None) -> str:
     """One line of ``log``. ``undone_by_undo``: each undo batch's targets, so a
     redo is named by the batches it brings back (``redo of 2``), as ``redo`` says."""
     added, modified, deleted = counts(batch)
-    calls = "; ".join(_call_text(c) for c in batch.calls) or "(no calls)"
-    if len(calls) > 48:
-        calls = calls[:45] + "..."
+    calls = call_summary(batch)
     flags = []
     if batch.undone_by is not None:
         flags.append(f"undone by {batch.undone_by}")
