@@ -116,7 +116,8 @@ class Settings:
         an empty one in a file earshot created removes the file."""
         if restore_backup(self.real, _means(saved_backup(self.real), doc)):
             return None
-        if not doc and _noted(self.real).get("created"):
+        created = bool(_noted(self.real).get("created"))
+        if not doc and created:
             remove_file(self.real)
             _unnote(self.real, "created")
             with contextlib.suppress(OSError):  # .claude/ left empty goes too
@@ -124,7 +125,9 @@ class Settings:
             return None
         if self.old is None:
             _note(self.real, "created", True)  # before the file: never one without it
-        return write_bytes(self.real, _encode(doc), self.old)
+            created = True
+        # A file earshot created had nothing of the person's before it: no backup.
+        return write_bytes(self.real, _encode(doc), None if created else self.old)
 
 
 def _codex_config() -> Path:
@@ -164,13 +167,15 @@ class CodexConfig:
             same = False
         if restore_backup(self.real, same):
             return
-        if not text.strip() and _noted(self.real).get("created"):
+        created = bool(_noted(self.real).get("created"))
+        if not text.strip() and created:
             remove_file(self.real)
             _unnote(self.real, "created")
             return
         if self.old is None:
             _note(self.real, "created", True)
-        write_bytes(self.real, text.encode("utf-8"), self.old)
+            created = True
+        write_bytes(self.real, text.encode("utf-8"), None if created else self.old)
 
 
 #: A plan to write Codex's config: the config read, its new text, and the

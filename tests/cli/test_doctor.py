@@ -4,7 +4,6 @@ earshot needs to record, one line each with its fix; exit 1 when one failed."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 from pathlib import Path
@@ -76,9 +75,7 @@ def test_doctor_finds_a_hook_whose_command_is_gone_and_says_the_fix(
 def test_the_probe_leaves_no_session_and_no_store_behind(cli: Cli, root: Path) -> None:
     cli.run("install", "gemini")
     cli.run("doctor", "gemini")
-    assert not (cli.home / "checkpoints").exists() or not any(
-        (cli.home / "checkpoints").iterdir()
-    )
+    assert not (cli.home / "checkpoints").exists() or not any((cli.home / "checkpoints").iterdir())
 
 
 def test_doctor_says_codex_runs_nothing_until_the_project_is_trusted(
