@@ -330,7 +330,7 @@ def test_settings_earshot_cannot_read_are_one_line_never_a_hang(
         ran = cli.run(command, "claude", expect=1, timeout=20)
         (line,) = ran.stderr.splitlines()
         assert line.startswith("earshot: ") and line.endswith("nothing was written")
-    assert not list(path.parent.glob("*.bak-*"))
+    assert not list(path.parent.glob("*.bak*"))
 
 
 def test_a_codex_config_earshot_cannot_read_leaves_uninstall_working(
