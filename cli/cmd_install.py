@@ -3,8 +3,11 @@ agent's own settings.
 
 The settings file is read, earshot's entries are added (or taken out) and
 nothing else is touched (``earshot.agent.hooks.settings``); the file is
-written whole (a temp file renamed over it) after a copy of it is kept as
-``FILE.bak-TIME``. Running either twice changes nothing the second time.
+written whole (a temp file renamed over it), the first time after a copy
+of it is kept as ``FILE.earshot.bak`` (``settings_io``). Running either
+twice changes nothing the second time. A command that does not run is
+refused before anything is written, and install ends with ``earshot
+doctor``'s checks of the agent.
 """
 
 from __future__ import annotations
@@ -20,19 +23,23 @@ import click
 
 from earshot.agent.hooks import quick
 from earshot.agent.hooks.settings import (
-    AGENT_TIMEOUT_S,
     EVENTS,
     HookCommand,
     add_hooks,
-    command_file,
+    agent_timeout,
     installed,
+    machine_specific,
+    personal_file,
     remove_hooks,
     settings_file,
 )
 from earshot.cas.errors import EarshotError
 
 from . import render
+from .cmd_doctor import check_docs, check_lines
 from .common import configure_logging, error_kind, fail
+from .doctor_checks import hook_checks
+from .install_commands import command_spec, drop_command, put_command
 from .install_files import (
     Settings,
     forget_hooks_config,
@@ -43,7 +50,7 @@ from .install_files import (
     untrust_plan,
     write_config,
 )
-from .settings_io import PartlyWritten, SettingsError, leads_out
+from .settings_io import PartlyWritten, SettingsError
 
 _NAMES = {"claude": "Claude Code", "codex": "Codex CLI", "gemini": "Gemini CLI"}
 
@@ -90,67 +97,18 @@ def _target(agent: str, user: bool, root: str) -> Path:
     )
 
 
-def _command_file(agent: str, user: bool, root: str) -> tuple[Path, str] | None:
-    """The agent's ``/earshot`` command file and its text; None where the agent
-    has none, or where a linked directory would take it out of the project."""
-    spec = command_file(
-        agent, "user" if user else "project", os.path.realpath(root), os.path.expanduser("~")
-    )
-    if spec is None:
-        return None
-    path = Path(spec[0])
-    if not user and (out := leads_out(path, Path(root))) is not None:
-        click.echo(f"earshot: {path}: leads out of the project (to {out}); not written", err=True)
-        return None
-    return path, spec[1]
-
-
-def _put_command(spec: tuple[Path, str] | None, dry_run: bool) -> tuple[str | None, str | None]:
-    """Write the agent's ``/earshot`` command unless a file of the person's is there;
-    (the file written or to write, a file left alone)."""
-    if spec is None:
-        return None, None
-    path, text = spec
-    if path.is_symlink():
-        return None, str(path)  # a link (maybe to nowhere) is someone's: never written through
-    try:
-        now = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        now = None
-    except (OSError, UnicodeDecodeError):
-        return None, str(path)
-    if now == text:
-        return None, None
-    if now is not None:
-        return None, str(path)  # someone's own /earshot: theirs to keep
-    if not dry_run:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-        except OSError as exc:  # the hooks are in: say so, and go on without /earshot
-            where = exc.filename or path
-            click.echo(
-                f"earshot: {where}: cannot write the /earshot command ({exc.strerror})", err=True
-            )
-            return None, None
-    return str(path), None
-
-
-def _drop_command(spec: tuple[Path, str] | None, dry_run: bool) -> str | None:
-    """Remove the agent's ``/earshot`` command if it is still the one earshot wrote."""
-    if spec is None:
-        return None
-    path, text = spec
-    try:
-        if path.read_text(encoding="utf-8") != text:
-            return None
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not dry_run:
-        path.unlink()
-    return str(path)
+def _targets(agent: str, user: bool, root: str, program: tuple[str, ...] | None) -> list[Path]:
+    """The settings file earshot's hooks go to, then any other file of the scope
+    they may be in from an earlier install. A command naming paths of this
+    machine goes into the project's personal file where the agent has one
+    (Claude Code's settings.local.json), else the shared one."""
+    shared = _target(agent, user, root)
+    personal = None if user else personal_file(agent, os.path.realpath(root))
+    if personal is None:
+        return [shared]
+    if program is not None and not machine_specific(program):
+        return [shared, Path(personal)]
+    return [Path(personal), shared]
 
 
 _SCOPE = [
@@ -191,8 +149,9 @@ def _options(func: Any) -> Any:
 @click.option(
     "--trust",
     is_flag=True,
-    help="Codex only: mark earshot's hooks trusted in $CODEX_HOME/config.toml, as "
-    "trusting them in Codex's /hooks would ('codex exec' skips hooks not trusted).",
+    help="Codex only: trust earshot's hooks in $CODEX_HOME/config.toml, as Codex's "
+    "/hooks would, and (for a project's hooks) the project ('codex exec' skips hooks "
+    "not trusted, and reads a project's hooks only in a trusted project).",
 )
 @click.option(
     "--command",
@@ -200,7 +159,7 @@ def _options(func: Any) -> Any:
     default=None,
     metavar="PATH",
     help="The earshot command the agent runs (default: this Python running earshot's "
-    "cli/__main__.py, by absolute paths).",
+    "cli/__main__.py, by absolute paths). It must run: it is tried first.",
 )
 def install(
     agent: str,
@@ -217,34 +176,64 @@ def install(
     Every tool call the agent makes is then recorded, one batch per model
     response (Codex: per turn), so 'earshot undo', 'redo' and
     'rewind N --code' work on what it did, shell commands included. Every
-    other setting and hook is kept; a backup of the file is kept beside it.
+    other setting and hook is kept; the file as it was before earshot is
+    kept beside it (FILE.earshot.bak). Paths of this machine go into
+    Claude Code's .claude/settings.local.json, not the shared settings.json.
+    Ends with 'earshot doctor's checks of the agent.
+
+    \b
+    Exit codes: 0 installed; 1 nothing written (a settings file earshot
+    cannot edit, a --command that does not run).
     """
+    from .doctor_checks import FAILED, OK
+
     configure_logging(0)
     if trust and agent != "codex":
         fail("--trust is for codex: the other agents run the hooks in their settings")
+    command = HookCommand(_program(program), agent, strict)
+    probed: frozenset[str] = frozenset()
+    if program is not None:
+        from earshot.agent.hooks.probe import probe_failure
+
+        line = command.line()
+        why = probe_failure(line, agent, os.path.realpath(root))
+        if why is not None:
+            fail(f"--command {program}: {why}; nothing was written", 1, "command_fails")
+        probed = frozenset(command.line(event) for event, _ in EVENTS[agent])
     # Everything is read and checked before anything is written.
     with _in_one_line():
-        settings = Settings.read(_target(agent, user, root), None if user else Path(root))
-        command = HookCommand(_program(program), agent, strict)
+        inside = None if user else Path(root)
+        target, *others = [
+            Settings.read(p, inside) for p in _targets(agent, user, root, command.program)
+        ]
+        settings = target
         new = add_hooks(settings.doc, command)
         hooks_changed = new != settings.doc
-        config = trust_plan(settings.real, new) if trust else None
+        moved = [(o, remove_hooks(o.doc, agent)) for o in others if installed(o.doc, agent)]
+        project = None if user else os.path.realpath(root)
+        config = trust_plan(settings.real, new, project) if trust else None
         backup = None
         if hooks_changed and not dry_run:
             # The note first: a settings file written without it could never
             # be given its switch back.
             remember_hooks_config(agent, settings, new)
             backup = settings.write(new)
-        wrote, kept = _put_command(_command_file(agent, user, root), dry_run)
+        if not dry_run:
+            for other, without in moved:
+                with _after(settings if hooks_changed else None):
+                    other.write(without)
+        wrote, kept = put_command(command_spec(agent, user, root), dry_run)
+        in_place = wrote is not None or _command_in_place(agent, user, root)
         trusted = None
         if config is not None:
             trusted = str(config[0].path)
             if not dry_run:
                 with _after(settings if hooks_changed else None):
-                    write_config(config)
-        changed = hooks_changed or wrote is not None or bool(trusted)
+                    write_config(config, adding=True)
+        changed = hooks_changed or bool(moved) or wrote is not None or bool(trusted)
         events = [event for event, _ in EVENTS[agent]]
         path = settings.path
+        checks = [] if dry_run else hook_checks(agent, root, probed, user)
         result = {
             "agent": agent,
             "file": str(path),
@@ -253,10 +242,12 @@ def install(
             "backup": backup,
             "command": command.line(),
             "events": events,
-            "timeout_s": AGENT_TIMEOUT_S,
+            "timeout_s": {event: agent_timeout(agent, event) for event in events},
             "slash_command": wrote,
             "slash_command_kept": kept,
             "trusted": trusted,
+            "moved_from": [str(o.path) for o, _ in moved],
+            "checks": check_docs(checks),
         }
         name = _NAMES[agent]
         verb = "would add" if dry_run else "added"
@@ -264,7 +255,7 @@ def install(
             lines = [f"earshot's hooks are already in {path}"]
         else:
             lines = [f"{verb} earshot's hooks to {path} ({name}):"]
-            lines += [f"  {event}: {command.line()}" for event in events]
+            lines += [f"  {event}: {command.line(event)}" for event in events]
             if turns_on_hooks(agent, settings.doc, new):
                 lines.append(
                     "  and hooksConfig.enabled, which was off: the other hooks there run too "
@@ -272,26 +263,55 @@ def install(
                 )
             if backup:
                 lines.append(f"the file as it was is kept as {backup}")
+        for other, _ in moved:
+            verb_moved = "would take" if dry_run else "took"
+            lines.append(f"{verb_moved} earshot's hooks out of {other.path} (they are here now)")
+        if not user and machine_specific(command.program) and personal_file(agent, root) is None:
+            lines.append(
+                f"note: {path} now names paths of this machine ({command.program[0]}): keep it "
+                "out of version control, or install with --user or --command earshot"
+            )
         if wrote:
             lines.append(f"{verb} the command /earshot ({wrote})")
         if kept:
             lines.append(f"left {kept} as it is: it is not earshot's")
         if trusted:
             lines.append(f"{'would trust' if dry_run else 'trusted'} them in {trusted}")
-        lines.append("nothing changed" if not changed else _next_steps(agent, user))
+            if config is not None and config[2] is not None:
+                lines.append(
+                    f"  and the project {config[2]}, whose own hooks Codex reads only then"
+                )
+        failed = [c for c in checks if c.status == FAILED]
+        lines += check_lines([c for c in checks if c.status != OK])
+        if failed:
+            lines.append(f"{name} records nothing here until this is fixed")
+        elif changed:
+            lines.append(_next_steps(agent, user, in_place))
+        else:
+            lines.append("nothing changed")
         render.emit(result, "\n".join(lines), as_json)
 
 
-def _next_steps(agent: str, user: bool) -> str:
+def _command_in_place(agent: str, user: bool, root: str) -> bool:
+    spec = command_spec(agent, user, root)
+    if spec is None:
+        return False
+    try:
+        return spec[0].read_text(encoding="utf-8") == spec[1]
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _next_steps(agent: str, user: bool, slash: bool) -> str:
     where = "in every project" if user else "in this project"
-    inside = "'/earshot undo' (or the prompt 'earshot undo') inside it"
+    inside = (
+        "'/earshot undo' (or the prompt 'earshot undo') inside it"
+        if slash
+        else "the prompt 'earshot undo' inside it"
+    )
     steps = {
         "claude": f"Claude Code started {where} now records into earshot; {inside}",
-        "codex": (
-            f"Codex started {where} records into earshot once the new hooks are trusted "
-            "(its start screen asks, /hooks in its TUI, or 'earshot install codex --trust'; "
-            "'codex exec' skips hooks not trusted); the prompt 'earshot undo' inside it"
-        ),
+        "codex": f"Codex started {where} now records into earshot; {inside}",
         "gemini": f"Gemini CLI started {where} now records into earshot; {inside}",
     }
     return steps[agent] + ", or 'earshot undo' in the project, takes the last batch back"
@@ -304,52 +324,68 @@ def uninstall(agent: str, user: bool, root: str, dry_run: bool, as_json: bool) -
     """Take earshot's hooks out of AGENT's settings, keeping everything else.
 
     What earshot recorded stays: 'earshot log' and 'earshot undo' still work
-    on the batches already made.
+    on the batches already made. A file left as it was before install gets
+    its own bytes back (and its backup goes); a file install created, and
+    left empty, is removed.
     """
     configure_logging(0)
     with _in_one_line():
-        settings = Settings.read(_target(agent, user, root), None if user else Path(root))
-        doc = settings.doc
-        found = installed(doc, agent)
-        plan = untrust_plan(settings.real, doc) if agent == "codex" else None
-        untrusted = None if plan is None else str(plan[0].path)
-        new = remove_hooks(doc, agent)
-        switched = restore_hooks_config(agent, settings, new) if found else False
-        hooks_changed = new != doc
-        backup = settings.write(new) if hooks_changed and not dry_run else None
-        # The settings file first, then what depends on it: a failure there
-        # leaves the note and the trust in place for the next try.
-        if not dry_run:
-            with _after(settings if hooks_changed else None):
+        inside = None if user else Path(root)
+        files = [Settings.read(p, inside) for p in _targets(agent, user, root, None)]
+        project = None if user else os.path.realpath(root)
+        lines: list[str] = []
+        found_all: list[str] = []
+        untrusted = None
+        backup = None
+        written: Settings | None = None
+        verb = "would remove" if dry_run else "removed"
+        for settings in files:
+            doc = settings.doc
+            found = installed(doc, agent)
+            plan = untrust_plan(settings.real, doc, project) if agent == "codex" else None
+            new = remove_hooks(doc, agent)
+            switched = restore_hooks_config(agent, settings, new) if found else False
+            if new == doc and plan is None:
+                continue
+            if new != doc:
+                found_all += [e for e in found if e not in found_all]
+                if not dry_run:
+                    with _after(written):
+                        backup = settings.write(new) or backup
+                    written = settings
+                lines.append(f"{verb} earshot's hooks from {settings.path}: {', '.join(found)}")
                 if switched:
-                    forget_hooks_config(settings)
-                if plan is not None:
-                    write_config(plan)
-        dropped = _drop_command(_command_file(agent, user, root), dry_run)
-        changed = hooks_changed or dropped is not None or untrusted is not None
-        path = settings.path
+                    lines.append(
+                        "  and gave hooksConfig.enabled back the value it had before install"
+                    )
+            # The settings file first, then what depends on it: a failure there
+            # leaves the note and the trust in place for the next try.
+            if not dry_run:
+                with _after(written):
+                    if switched:
+                        forget_hooks_config(settings)
+                    if plan is not None:
+                        write_config(plan, adding=False)
+            if plan is not None:
+                untrusted = str(plan[0].path)
+                lines.append(f"{verb} their trust entries from {untrusted}")
+                if plan[2] is not None:
+                    lines.append(f"  and the trust of the project {plan[2]}, which install added")
+        dropped = drop_command(command_spec(agent, user, root), dry_run)
+        if dropped:
+            lines.append(f"{verb} the command /earshot ({dropped})")
+        changed = bool(lines)
+        path = files[0].path
+        if not changed:
+            lines.append(f"no earshot hooks in {path}; nothing changed")
         result = {
             "agent": agent,
             "file": str(path),
             "changed": changed,
             "dry_run": dry_run,
             "backup": backup,
-            "events": found,
+            "events": found_all,
             "slash_command": dropped,
             "untrusted": untrusted,
         }
-        verb = "would remove" if dry_run else "removed"
-        lines = []
-        if hooks_changed:
-            lines.append(f"{verb} earshot's hooks from {path}: {', '.join(found)}")
-            if switched:
-                lines.append("  and gave hooksConfig.enabled back the value it had before install")
-            if backup:
-                lines.append(f"the file as it was is kept as {backup}")
-        if untrusted:
-            lines.append(f"{verb} their trust entries from {untrusted}")
-        if dropped:
-            lines.append(f"{verb} the command /earshot ({dropped})")
-        if not changed:
-            lines.append(f"no earshot hooks in {path}; nothing changed")
         render.emit(result, "\n".join(lines), as_json)

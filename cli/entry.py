@@ -95,6 +95,8 @@ def _hook_event(argv: list[str]) -> list[str]:
     except (ValueError, RecursionError):
         payload = None  # the command says what is wrong with it
     if payload is not None and quick.costs_nothing(agent, payload):
+        if isinstance(payload, dict) and payload.get("hook_event_name") == quick.PROBE:
+            _answer_probe(agent)
         sys.exit(0)
     _HOOK.append((agent, payload, "--strict" in argv[2:]))
     root = _root(argv)
@@ -113,6 +115,21 @@ def _hook_event(argv: list[str]) -> list[str]:
     os.close(fd)
     sys.stdin = open(0, closefd=False)  # noqa: SIM115
     return argv
+
+
+def _answer_probe(agent: str) -> None:
+    """Answer ``earshot doctor``'s probe: the modules an event needs load in this
+    interpreter (a venv without lmdb fails here, as a real event would), and
+    no store is opened."""
+    import json
+
+    import earshot.agent.hooks.handler
+    import earshot.cas.project
+    import earshot.cli.cmd_hook  # noqa: F401
+    from earshot.cli.main import VERSION
+
+    print(json.dumps({"earshot_probe": {"agent": agent, "version": VERSION}}))
+    sys.exit(0)
 
 
 def _noted_by_daemon(agent: str, data: bytes, root: str) -> bool:

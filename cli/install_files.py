@@ -2,13 +2,16 @@
 
 ``Settings`` is an agent's JSON settings (or Codex's ``hooks.json``);
 ``CodexConfig`` Codex's ``config.toml``, where ``--trust`` marks earshot's
-hooks trusted; and what Gemini's ``hooksConfig.enabled`` was before install
-turned it on, kept in earshot's data home so that uninstall gives it back.
+hooks (and the project) trusted. What uninstall needs to give a file back as
+it was is noted in earshot's data home (``installs.json``): that earshot
+created the file, the projects it trusted, what Gemini's
+``hooksConfig.enabled`` was before install turned it on.
 The bytes go through ``settings_io``: links, FIFOs, backups.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -19,9 +22,23 @@ from typing import Any
 
 import click
 
-from earshot.agent.hooks.settings import codex_trust, with_trust, without_trust
+from earshot.agent.hooks.codex_config import (
+    ConfigShape,
+    codex_trust,
+    parse,
+    with_trust,
+    without_trust,
+)
 
-from .settings_io import SettingsError, read_bytes, real_file, write_bytes
+from .settings_io import (
+    SettingsError,
+    read_bytes,
+    real_file,
+    remove_file,
+    restore_backup,
+    saved_backup,
+    write_bytes,
+)
 
 
 def _parse(path: Path, data: bytes | None) -> dict[str, Any]:
@@ -66,6 +83,16 @@ def _encode(doc: dict[str, Any]) -> bytes:
         return (json.dumps(doc, indent=2, ensure_ascii=True) + "\n").encode()
 
 
+def _means(saved: bytes | None, doc: dict[str, Any]) -> bool:
+    """Whether the backup's bytes hold ``doc``."""
+    if saved is None:
+        return False
+    try:
+        return _parse(Path(), saved) == doc
+    except SettingsError:
+        return False
+
+
 @dataclass
 class Settings:
     """One settings file, read: where it is, where it leads, its bytes and document."""
@@ -82,8 +109,25 @@ class Settings:
         return cls(path, real, old, _parse(real, old))
 
     def write(self, doc: dict[str, Any]) -> str | None:
-        """Write ``doc`` where the file leads; the backup of what was there, if any."""
-        return write_bytes(self.real, _encode(doc), self.old)
+        """Write ``doc`` where the file leads; the backup made, if one was.
+
+        A ``doc`` that means what the backup holds (an uninstall with nothing
+        else changed) gets the backup's own bytes back, and the backup goes;
+        an empty one in a file earshot created removes the file."""
+        if restore_backup(self.real, _means(saved_backup(self.real), doc)):
+            return None
+        created = bool(_noted(self.real).get("created"))
+        if not doc and created:
+            remove_file(self.real)
+            _unnote(self.real, "created")
+            with contextlib.suppress(OSError):  # .claude/ left empty goes too
+                self.real.parent.rmdir()
+            return None
+        if self.old is None:
+            _note(self.real, "created", True)  # before the file: never one without it
+            created = True
+        # A file earshot created had nothing of the person's before it: no backup.
+        return write_bytes(self.real, _encode(doc), None if created else self.old)
 
 
 def _codex_config() -> Path:
@@ -101,41 +145,101 @@ class CodexConfig:
     text: str
 
     @classmethod
-    def read(cls, path: Path) -> CodexConfig:
+    def read(cls, path: Path | None = None) -> CodexConfig:
+        path = path or _codex_config()
         real = real_file(path, None)
         old = read_bytes(real)
         try:
             text = old.decode("utf-8") if old is not None else ""
         except UnicodeDecodeError as exc:
             raise SettingsError(real, f"not UTF-8 text (byte {exc.start})") from None
+        try:
+            parse(text)
+        except ConfigShape as exc:
+            raise SettingsError(real, exc.why) from None
         return cls(path, real, old, text)
 
+    def write(self, text: str) -> None:
+        saved = saved_backup(self.real)
+        try:
+            same = saved is not None and parse(saved.decode("utf-8")) == parse(text)
+        except (ConfigShape, UnicodeDecodeError):
+            same = False
+        if restore_backup(self.real, same):
+            return
+        created = bool(_noted(self.real).get("created"))
+        if not text.strip() and created:
+            remove_file(self.real)
+            _unnote(self.real, "created")
+            return
+        if self.old is None:
+            _note(self.real, "created", True)
+            created = True
+        write_bytes(self.real, text.encode("utf-8"), None if created else self.old)
 
-def trust_plan(hooks_file: Path, doc: dict[str, Any]) -> tuple[CodexConfig, str] | None:
-    """Codex's config and its text with earshot's hooks trusted; None: already so."""
-    config = CodexConfig.read(_codex_config())
-    new = with_trust(config.text, codex_trust(str(hooks_file.resolve()), doc))
-    return None if new == config.text else (config, new)
+
+#: A plan to write Codex's config: the config read, its new text, and the
+#: project whose trust earshot adds (None: none).
+TrustPlan = tuple[CodexConfig, str, str | None]
 
 
-def untrust_plan(hooks_file: Path, doc: dict[str, Any]) -> tuple[CodexConfig, str] | None:
-    """Codex's config and its text without earshot's trust entries; None: none there.
-    A config earshot cannot read holds none of its entries: it is said and left."""
+def trust_plan(hooks_file: Path, doc: dict[str, Any], project: str | None) -> TrustPlan | None:
+    """Codex's config and its text with earshot's hooks trusted, and ``project``
+    (a project's own hooks run only in a trusted project); None: already so."""
+    config = CodexConfig.read()
+    try:
+        new = with_trust(config.text, codex_trust(str(hooks_file.resolve()), doc), project)
+    except ConfigShape as exc:
+        raise SettingsError(config.real, exc.why) from None
+    if new == config.text:
+        return None
+    added = None
+    if project is not None and not trusted(config.text, project):
+        added = project
+    return config, new, added
+
+
+def trusted(text: str, project: str) -> bool:
+    from earshot.agent.hooks.codex_config import trusted_project
+
+    return trusted_project(parse(text), project)
+
+
+def untrust_plan(hooks_file: Path, doc: dict[str, Any], project: str | None) -> TrustPlan | None:
+    """Codex's config and its text without earshot's trust entries (and the
+    project's trust, if earshot added it); None: none there. A config earshot
+    cannot read holds none of its entries: it is said and left."""
     keys = list(codex_trust(str(hooks_file.resolve()), doc))
-    if not keys:
+    try:
+        config = CodexConfig.read()
+    except SettingsError as exc:
+        if keys:
+            click.echo(f"earshot: {exc} (earshot's trust entries there, if any, stay)", err=True)
+        return None
+    ours = project if project in _noted(config.real).get("projects", []) else None
+    if not keys and ours is None:
         return None
     try:
-        config = CodexConfig.read(_codex_config())
-    except SettingsError as exc:
-        click.echo(f"earshot: {exc} (earshot's trust entries there, if any, stay)", err=True)
+        new = without_trust(config.text, keys, ours)
+    except ConfigShape as exc:
+        click.echo(f"earshot: {config.real}: {exc.why} (earshot's trust entries stay)", err=True)
         return None
-    new = without_trust(config.text, keys)
-    return None if new == config.text else (config, new)
+    return None if new == config.text else (config, new, ours)
 
 
-def write_config(plan: tuple[CodexConfig, str]) -> None:
-    config, text = plan
-    write_bytes(config.real, text.encode("utf-8"), config.old)
+def write_config(plan: TrustPlan, adding: bool) -> None:
+    """Write the plan; note (or forget) the project whose trust earshot added."""
+    config, text, project = plan
+    if adding and project is not None:
+        projects = list(_noted(config.real).get("projects", []))
+        _note(config.real, "projects", sorted({*projects, project}))
+    config.write(text)
+    if not adding and project is not None:
+        projects = [p for p in _noted(config.real).get("projects", []) if p != project]
+        if projects:
+            _note(config.real, "projects", projects)
+        else:
+            _unnote(config.real, "projects")
 
 
 #: Gemini's switch for every hook in its settings.
@@ -170,16 +274,37 @@ def _installs() -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
+def _noted(path: Path) -> dict[str, Any]:
+    """What earshot noted of a file it edited (in its data home, not the file)."""
+    noted = _installs().get(str(path))
+    return noted if isinstance(noted, dict) else {}
+
+
+def _note(path: Path, key: str, value: Any) -> None:
+    doc = _installs()
+    entry = doc.get(str(path))
+    doc[str(path)] = {**(entry if isinstance(entry, dict) else {}), key: value}
+    write_bytes(_installs_file(), json.dumps(doc, indent=2).encode() + b"\n", None)
+
+
+def _unnote(path: Path, key: str) -> None:
+    doc = _installs()
+    entry = doc.get(str(path))
+    if not isinstance(entry, dict) or key not in entry:
+        return
+    del entry[key]
+    if not entry:
+        del doc[str(path)]
+    write_bytes(_installs_file(), json.dumps(doc, indent=2).encode() + b"\n", None)
+
+
 def remember_hooks_config(agent: str, settings: Settings, new: dict[str, Any]) -> None:
     """Keep what Gemini's ``hooksConfig.enabled`` was before earshot turned it on,
     so that uninstalling gives it back (in earshot's data home, not the settings)."""
     before = _switch(settings.doc)
     if agent != "gemini" or before is True or _switch(new) is not True:
         return
-    doc = _installs()
-    doc[str(settings.real)] = {"hooksConfig.enabled": before}
-    path = _installs_file()
-    write_bytes(path, json.dumps(doc, indent=2).encode() + b"\n", None)
+    _note(settings.real, "hooksConfig.enabled", before)
 
 
 def restore_hooks_config(agent: str, settings: Settings, doc: dict[str, Any]) -> bool:
@@ -188,9 +313,8 @@ def restore_hooks_config(agent: str, settings: Settings, doc: dict[str, Any]) ->
     ``doc`` is written)."""
     if agent != "gemini":
         return False
-    installs = _installs()
-    noted = installs.get(str(settings.real))
-    if not isinstance(noted, dict) or "hooksConfig.enabled" not in noted:
+    noted = _noted(settings.real)
+    if "hooksConfig.enabled" not in noted:
         return False
     config = doc.get(_HOOKS_CONFIG)
     if isinstance(config, dict) and config.get("enabled") is True:
@@ -205,6 +329,4 @@ def restore_hooks_config(agent: str, settings: Settings, doc: dict[str, Any]) ->
 
 
 def forget_hooks_config(settings: Settings) -> None:
-    installs = _installs()
-    if installs.pop(str(settings.real), None) is not None:
-        write_bytes(_installs_file(), json.dumps(installs, indent=2).encode() + b"\n", None)
+    _unnote(settings.real, "hooksConfig.enabled")

@@ -8,16 +8,17 @@ An agent's settings (JSON, or Codex's ``config.toml``) belong to the person:
   written where it leads, and stays a link; but a link to nothing, or (for
   a project's settings) a link leading out of the project, is refused: a
   repository could ship one to have earshot write a file anywhere.
-- Before a file is replaced, its bytes as read are kept beside it as
-  ``FILE.bak-TIME`` (``-2``, ``-3``... when that name is taken: a backup is
-  never overwritten). The new text goes to a temp file renamed over it.
+- Before earshot first changes a file, its bytes are kept beside it as
+  ``FILE.earshot.bak``: one backup, the file before earshot, never
+  overwritten while it is there. An uninstall that leaves the file meaning
+  what the backup holds puts the backup's bytes back and removes it. The
+  new text goes to a temp file renamed over it.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import time
 from pathlib import Path
 
 from earshot.cas.errors import EarshotError
@@ -94,23 +95,27 @@ def read_text(path: Path) -> str | None:
         raise SettingsError(path, f"not UTF-8 text (byte {exc.start})") from None
 
 
-def _keep(path: Path, old: bytes) -> str:
-    """Keep ``old`` (the file as read) as a backup no other backup overwrites."""
-    base = f"{path}.bak-{time.strftime('%Y%m%d-%H%M%S')}"
-    for n in range(1, 1000):
-        name = base if n == 1 else f"{base}-{n}"
-        try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            continue
-        with os.fdopen(fd, "wb") as out:
-            out.write(old)
-        return name
-    raise SettingsError(path, "a thousand backups of it this second already")
+def backup_of(path: Path) -> Path:
+    """Where the file as it was before earshot first changed it is kept."""
+    return path.with_name(f"{path.name}.earshot.bak")
+
+
+def _keep(path: Path, old: bytes) -> str | None:
+    """Keep ``old`` (the file as read) as its backup, unless a backup is there
+    already: the first one stays, the file before earshot changed it."""
+    name = backup_of(path)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return None
+    with os.fdopen(fd, "wb") as out:
+        out.write(old)
+    return str(name)
 
 
 def write_bytes(path: Path, data: bytes, old: bytes | None) -> str | None:
-    """Replace ``path`` (already ``real_file``) with ``data``; the backup of ``old``, if any."""
+    """Replace ``path`` (already ``real_file``) with ``data``; the backup made of
+    ``old``, if one was made."""
     backup = None
     temp = path.with_name(f".{path.name}.earshot-tmp-{os.getpid()}")
     try:
@@ -136,3 +141,32 @@ def write_bytes(path: Path, data: bytes, old: bytes | None) -> str | None:
             exc.filename or path, f"cannot write it ({exc.strerror or exc})"
         ) from None
     return backup
+
+
+def restore_backup(path: Path, same: bool) -> bool:
+    """Put the backup's bytes back at ``path`` and remove the backup, when ``same``
+    (what is to be written means what the backup holds); whether it did."""
+    backup = backup_of(path)
+    if not same:
+        return False
+    data = read_bytes(backup)
+    if data is None:
+        return False
+    write_bytes(path, data, None)
+    backup.unlink(missing_ok=True)
+    return True
+
+
+def saved_backup(path: Path) -> bytes | None:
+    """The backup's bytes; None when there is none, or none earshot can read."""
+    try:
+        return read_bytes(backup_of(path))
+    except SettingsError:
+        return None
+
+
+def remove_file(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise SettingsError(path, f"cannot remove it ({exc.strerror})") from None

@@ -74,6 +74,10 @@ READ_ONLY: dict[str, frozenset[str]] = {
     ),
 }
 
+#: The event ``earshot doctor`` (and ``install``) feed a hook command to see it
+#: run: no agent sends it, and the hook answers it without opening any store.
+PROBE = "EarshotProbe"
+
 #: The events that name one tool call: before it and after it.
 TOOL_EVENTS: dict[str, frozenset[str]] = {
     "claude": frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"}),

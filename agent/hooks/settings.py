@@ -67,8 +67,27 @@ EVENTS: dict[str, tuple[tuple[str, str | None], ...]] = {
         ("SessionEnd", None),
     ),
 }
-#: How long the agent waits for a hook (earshot gives up 20 s earlier itself).
+#: How long the agent waits for a hook (earshot gives up earlier itself).
 AGENT_TIMEOUT_S = 120
+#: Events whose wait the agent caps lower, so asking for more only earns a
+#: warning: Codex clamps a SessionEnd hook's timeout to 3 s (and says so on
+#: every run); Claude Code waits for its SessionEnd hooks 60 s at most.
+CAPPED_TIMEOUT_S: dict[tuple[str, str], int] = {
+    ("codex", "SessionEnd"): 3,
+    ("claude", "SessionEnd"): 60,
+}
+
+
+def agent_timeout(agent: str, event: str | None) -> int:
+    """Seconds the agent waits for earshot's hook of ``event``."""
+    return CAPPED_TIMEOUT_S.get((agent, event or ""), AGENT_TIMEOUT_S)
+
+
+def hook_timeout(agent: str, event: str | None) -> int:
+    """Seconds earshot's hook gives itself (``--timeout``): 20 s less than the
+    agent waits, or 1 s less where the agent waits only a few."""
+    wait = agent_timeout(agent, event)
+    return wait - 20 if wait > 40 else max(wait - 1, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +100,12 @@ class HookCommand:
     agent: str
     strict: bool = False
 
-    def line(self) -> str:
+    def line(self, event: str | None = None) -> str:
+        """The command line of the hook of ``event`` (its ``--timeout`` depends on it)."""
         words = [*self.program, "hook", self.agent]
         if self.strict:
             words.append("--strict")
-        words += ["--timeout", str(AGENT_TIMEOUT_S - 20)]
+        words += ["--timeout", str(hook_timeout(self.agent, event))]
         return shlex.join(words)
 
 
@@ -115,14 +135,12 @@ def is_ours(command: Any, agent: str) -> bool:
     )
 
 
-def _entry(agent: str, command: HookCommand) -> dict[str, Any]:
-    hook: dict[str, Any] = {"type": "command", "command": command.line()}
-    if agent == "gemini":
-        hook = {"type": "command", "name": "earshot", "command": command.line()}
-        hook["timeout"] = AGENT_TIMEOUT_S * 1000  # Gemini counts in milliseconds
-    else:
-        hook["timeout"] = AGENT_TIMEOUT_S
-    return hook
+def _entry(agent: str, event: str, command: HookCommand) -> dict[str, Any]:
+    line = command.line(event)
+    wait = agent_timeout(agent, event)
+    if agent == "gemini":  # Gemini counts in milliseconds
+        return {"type": "command", "name": "earshot", "command": line, "timeout": wait * 1000}
+    return {"type": "command", "command": line, "timeout": wait}
 
 
 class NotHooks(EarshotError):
@@ -165,7 +183,7 @@ def add_hooks(doc: dict[str, Any], command: HookCommand) -> dict[str, Any]:
         groups = _without_ours(hooks.get(event, []), agent)
         if not isinstance(groups, list):
             raise NotHooks(f'"hooks"."{event}"', f"a {type(groups).__name__}")
-        group: dict[str, Any] = {"hooks": [_entry(agent, command)]}
+        group: dict[str, Any] = {"hooks": [_entry(agent, event, command)]}
         if matcher is not None:
             group = {"matcher": matcher, **group}
         hooks[event] = [*groups, group]
@@ -246,97 +264,46 @@ def command_file(agent: str, scope: str, root: str, home: str) -> tuple[str, str
     return os.path.join(root if scope == "project" else home, relative), text
 
 
-#: Codex's names for the events, as its hook trust keys spell them.
-_CODEX_SNAKE = {
-    "SessionStart": "session_start",
-    "UserPromptSubmit": "user_prompt_submit",
-    "PreToolUse": "pre_tool_use",
-    "PostToolUse": "post_tool_use",
-    "Stop": "stop",
-    "SessionEnd": "session_end",
-    "PreCompact": "pre_compact",
-    "SubagentStart": "subagent_start",
-    "SubagentStop": "subagent_stop",
-}
+def personal_file(agent: str, root: str) -> str | None:
+    """The project's settings file that stays on this machine: Claude Code's
+    ``.claude/settings.local.json`` (which it keeps out of git). None: the
+    agent reads no such file (Codex: the project's ``.codex/hooks.json`` and
+    the person's own; Gemini CLI: the project's ``.gemini/settings.json``,
+    the person's and the system's)."""
+    return os.path.join(root, ".claude", "settings.local.json") if agent == "claude" else None
 
 
-def codex_trust(hooks_file: str, doc: dict[str, Any]) -> dict[str, str]:
-    """What Codex keeps to trust earshot's hooks in ``doc`` (read from ``hooks_file``):
-    the key of each (``<file>:<event>:<group>:<handler>``) and its hash.
+def machine_specific(program: tuple[str, ...]) -> bool:
+    """Whether a hook command names paths of this machine (an interpreter in a
+    venv, an absolute script): it then belongs in a personal settings file."""
+    return any(os.path.isabs(word) for word in program)
 
-    Codex runs a hook only once someone trusted that exact hook: the hash is
-    SHA-256 of the group's canonical JSON (sorted keys, no spaces: its event,
-    matcher if any, and each hook with ``async`` and ``timeout`` filled in).
-    """
-    import hashlib
-    import json
 
-    trust: dict[str, str] = {}
-    for event, groups in (doc.get("hooks") or {}).items():
-        snake = _CODEX_SNAKE.get(event)
-        if snake is None or not isinstance(groups, list):
+def capped_entries(doc: dict[str, Any], agent: str) -> list[tuple[str, int, int]]:
+    """earshot's entries whose timeout the agent caps: (event, asked, cap) each."""
+    out = []
+    hooks = doc.get("hooks")
+    for (who, event), cap in CAPPED_TIMEOUT_S.items():
+        if who != agent or not isinstance(hooks, dict):
             continue
-        for g, group in enumerate(groups):
-            hooks = group.get("hooks") if isinstance(group, dict) else None
-            if not isinstance(hooks, list):
-                continue
-            for h, hook in enumerate(hooks):
-                if not (isinstance(hook, dict) and is_ours(hook.get("command"), "codex")):
+        for group in hooks.get(event) or []:
+            for hook in group.get("hooks") or [] if isinstance(group, dict) else []:
+                if not (isinstance(hook, dict) and is_ours(hook.get("command"), agent)):
                     continue
-                canonical: dict[str, Any] = {
-                    "event_name": snake,
-                    "hooks": [
-                        {
-                            "async": bool(hook.get("async", False)),
-                            "command": hook["command"],
-                            "timeout": int(hook.get("timeout", 600)),
-                            "type": "command",
-                        }
-                    ],
-                }
-                if isinstance(group.get("matcher"), str):
-                    canonical["matcher"] = group["matcher"]
-                text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
-                digest = hashlib.sha256(text.encode()).hexdigest()
-                trust[f"{hooks_file}:{snake}:{g}:{h}"] = f"sha256:{digest}"
-    return trust
+                asked = hook.get("timeout")
+                if isinstance(asked, int) and asked > cap:
+                    out.append((event, asked, cap))
+    return out
 
 
-def _toml_key(key: str) -> str:
-    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def with_trust(config: str, trust: dict[str, str]) -> str:
-    """Codex's ``config.toml`` text with ``trust`` set under ``[hooks.state]``
-    (each key's table replaced if present, else appended); nothing else changes."""
-    lines = config.splitlines()
-    for key, digest in trust.items():
-        header = f"[hooks.state.{_toml_key(key)}]"
-        entry = f'trusted_hash = "{digest}"'
-        if header in lines:
-            at = lines.index(header) + 1
-            while at < len(lines) and not lines[at].startswith("["):
-                if lines[at].strip().startswith("trusted_hash"):
-                    lines[at] = entry
-                    break
-                at += 1
-            else:
-                lines.insert(lines.index(header) + 1, entry)
-        else:
-            lines += ["", header, entry]
-    return "\n".join(lines) + "\n"
-
-
-def without_trust(config: str, keys: list[str]) -> str:
-    """Codex's ``config.toml`` text without the ``[hooks.state]`` tables of ``keys``."""
-    drop = {f"[hooks.state.{_toml_key(key)}]" for key in keys}
-    out: list[str] = []
-    skipping = False
-    for line in config.splitlines():
-        if line.startswith("["):
-            skipping = line in drop
-        if not skipping:
-            out.append(line)
-    while out and not out[-1].strip():
-        out.pop()
-    return "\n".join(out) + "\n" if out else ""
+def our_commands(doc: dict[str, Any], agent: str) -> list[str]:
+    """The distinct command lines of earshot's entries for ``agent`` in ``doc``."""
+    found: list[str] = []
+    hooks = doc.get("hooks")
+    for groups in hooks.values() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            for hook in group.get("hooks") or [] if isinstance(group, dict) else []:
+                command = hook.get("command") if isinstance(hook, dict) else None
+                if isinstance(command, str) and is_ours(command, agent) and command not in found:
+                    found.append(command)
+    return found

@@ -12,7 +12,7 @@ import pytest
 from earshot_cli import Cli
 
 AGENT_FILES = {
-    "claude": ".claude/settings.json",
+    "claude": ".claude/settings.local.json",
     "codex": ".codex/hooks.json",
     "gemini": ".gemini/settings.json",
 }
@@ -111,7 +111,7 @@ def test_user_scope_writes_the_agent_s_own_settings(cli: Cli, root: Path, tmp_pa
 def test_a_settings_file_that_is_not_json_is_refused_and_left_alone(
     cli: Cli, root: Path, check_error: Any
 ) -> None:
-    path = root / ".claude" / "settings.json"
+    path = root / ".claude" / "settings.local.json"
     path.parent.mkdir()
     path.write_text('{"model": "x",}  // a comment\n')
     ran = cli.run("install", "claude", expect=1)
@@ -194,7 +194,7 @@ def test_trust_is_for_codex_only(cli: Cli, root: Path, check_error: Any) -> None
 
 
 def test_a_hook_that_only_mentions_earshot_is_someone_else_s(cli: Cli, root: Path) -> None:
-    path = root / ".claude" / "settings.json"
+    path = root / ".claude" / "settings.local.json"
     path.parent.mkdir()
     mine = {"type": "command", "command": "say earshot hook claude finished"}
     path.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [mine]}]}}))
@@ -236,7 +236,7 @@ def test_a_project_s_settings_link_to_nothing_or_out_of_the_project_is_never_fol
         target.parent.mkdir()
         target.write_text('{"other": "program"}')
     (root / ".claude").mkdir()
-    (root / ".claude" / "settings.json").symlink_to(target)
+    (root / ".claude" / "settings.local.json").symlink_to(target)
     ran = cli.run("install", "claude", expect=1)
     assert "not followed; nothing was written" in ran.stderr
     if where == "outside":
@@ -246,7 +246,7 @@ def test_a_project_s_settings_link_to_nothing_or_out_of_the_project_is_never_fol
 
 
 def test_uninstall_keeps_every_hook_and_key_it_does_not_own(cli: Cli, root: Path) -> None:
-    path = root / ".claude" / "settings.json"
+    path = root / ".claude" / "settings.local.json"
     path.parent.mkdir()
     theirs = {
         "hooks": {
@@ -267,7 +267,7 @@ def test_uninstall_keeps_every_hook_and_key_it_does_not_own(cli: Cli, root: Path
 def test_hooks_that_are_not_the_agent_s_shape_are_refused_not_replaced(
     cli: Cli, root: Path, hooks: str
 ) -> None:
-    path = root / ".claude" / "settings.json"
+    path = root / ".claude" / "settings.local.json"
     path.parent.mkdir()
     text = f'{{"hooks": {hooks}}}'
     path.write_text(text)
@@ -294,20 +294,20 @@ def test_gemini_hooks_turned_off_are_said_turned_on_and_turned_off_again(
     assert json.loads(path.read_text()) == theirs
 
 
-def test_backups_made_within_one_second_never_overwrite_each_other(cli: Cli, root: Path) -> None:
-    path = root / ".claude" / "settings.json"
+def test_one_backup_is_kept_the_file_before_earshot_and_goes_when_uninstall_gives_it_back(
+    cli: Cli, root: Path
+) -> None:
+    path = root / ".claude" / "settings.local.json"
     path.parent.mkdir()
-    path.write_text('{"model": "the original"}')
-    backups = [
-        cli.run(*args, "--json").json()["backup"]
-        for args in (
-            ("install", "claude"),
-            ("install", "claude", "--strict"),
-            ("uninstall", "claude"),
-        )
-    ]
-    assert len(set(backups)) == 3
-    assert json.loads(Path(backups[0]).read_text()) == {"model": "the original"}
+    original = '{"model":"the original"}'  # compact: install writes it indented
+    path.write_text(original)
+    first = cli.json("install", "claude")["backup"]
+    assert first == f"{path}.earshot.bak"
+    assert cli.json("install", "claude", "--strict")["backup"] is None  # the first stays
+    assert Path(first).read_text() == original
+    cli.run("uninstall", "claude")
+    assert path.read_text() == original  # its own bytes, not a rewrite
+    assert sorted(p.name for p in path.parent.iterdir()) == ["settings.local.json"]
 
 
 @pytest.mark.parametrize("kind", ["fifo", "directory", "not utf-8", "deep"])
@@ -316,7 +316,7 @@ def test_settings_earshot_cannot_read_are_one_line_never_a_hang(
 ) -> None:
     import os
 
-    path = root / ".claude" / "settings.json"
+    path = root / ".claude" / "settings.local.json"
     path.parent.mkdir()
     if kind == "fifo":
         os.mkfifo(path)
@@ -330,7 +330,7 @@ def test_settings_earshot_cannot_read_are_one_line_never_a_hang(
         ran = cli.run(command, "claude", expect=1, timeout=20)
         (line,) = ran.stderr.splitlines()
         assert line.startswith("earshot: ") and line.endswith("nothing was written")
-    assert not list(path.parent.glob("*.bak-*"))
+    assert not list(path.parent.glob("*.bak*"))
 
 
 def test_a_codex_config_earshot_cannot_read_leaves_uninstall_working(
@@ -345,17 +345,17 @@ def test_a_codex_config_earshot_cannot_read_leaves_uninstall_working(
     config.mkdir()
     ran = cli.run("uninstall", "codex", "--user", env=env)
     assert "config.toml: not a regular file" in ran.stderr
-    assert "PreToolUse" not in (codex_home / "hooks.json").read_text()
+    assert not (codex_home / "hooks.json").exists()  # install made it; nothing else is in it
     # A --trust install that cannot read the config writes nothing at all.
     ran = cli.run("install", "codex", "--user", "--trust", env=env, expect=1)
-    assert "PreToolUse" not in (codex_home / "hooks.json").read_text()
+    assert not (codex_home / "hooks.json").exists()
 
 
 @pytest.mark.parametrize("text", ['{"x": 1e999}', '{"y": "\\ud800"}'])
 def test_settings_json_cannot_write_back_as_they_were_are_refused_or_kept_escaped(
     cli: Cli, root: Path, text: str
 ) -> None:
-    path = root / ".claude" / "settings.json"
+    path = root / ".claude" / "settings.local.json"
     path.parent.mkdir()
     path.write_text(text)
     ran = cli.run("install", "claude", expect=None)

@@ -316,3 +316,34 @@ def test_claudes_rm_of_an_ignored_env_is_undone_and_what_undo_cannot_take_back_i
     restored = tree(project)
     del before["model.bin"]
     assert restored == before
+
+
+def test_codex_records_after_a_project_install_with_trust_and_warns_of_no_clamp(
+    earshot: Cli, project: Path, tmp_path: Path
+) -> None:
+    # Tried as a new user would: 'earshot install codex --trust' in the project
+    # (its .codex/hooks.json), no hand edit of Codex's config, 'codex exec' as is.
+    kit = KITS["codex"]
+    home = tmp_path / "codex-home"
+    with kit.server([[kit.shell("echo x > made.txt")], "done"]) as model:
+        built = kit.invoke("make it", cwd=project, model=model, home=home)
+        env = {**earshot.env(), "HOME": str(home), "CODEX_HOME": built.env["CODEX_HOME"]}
+        done = subprocess.run(
+            [str(EARSHOT), "install", "codex", "--trust"],
+            env=env,
+            cwd=project,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "FAILED" not in done.stdout, done.stdout
+        argv = tuple(a for a in built.argv if a != "--dangerously-bypass-hook-trust")
+        run_env = {**built.env, "EARSHOT_HOME": str(earshot.home)}
+        ran = run(Invocation(built.agent, argv, run_env, built.cwd, built.home))
+    assert ran.rc == 0, ran
+    assert "clamping" not in ran.stdout + ran.stderr, ran
+    (batch,) = batches(earshot)
+    assert changes(batch) == {"made.txt": 0}
+    doctor = earshot.run("doctor", "codex", "--json", env=env).json()
+    assert doctor["ok"] is True, doctor

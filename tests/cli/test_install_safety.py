@@ -1,0 +1,167 @@
+"""``earshot install`` that cannot break silently: a command that does not run is
+refused, Codex's config.toml stays valid TOML whatever its shape, uninstall
+leaves no litter, and machine paths go where only this machine reads them."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+from earshot_cli import Cli
+
+
+@pytest.fixture(autouse=True)
+def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "person"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CODEX_HOME", str(home / ".codex"))
+    return home
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_install_refuses_a_command_that_does_not_run_and_writes_nothing(
+    cli: Cli, root: Path, agent: str, check_error: object
+) -> None:
+    ran = cli.run("install", agent, "--command", "/nonexistent/earshot", expect=1)
+    (line,) = ran.stderr.splitlines()
+    assert line.startswith("earshot: --command /nonexistent/earshot: not found")
+    assert line.endswith("nothing was written")
+    assert list(root.iterdir()) == []
+
+
+def test_install_refuses_a_command_that_runs_but_is_not_earshot(
+    cli: Cli, root: Path, tmp_path: Path
+) -> None:
+    fake = tmp_path / "bin" / "earshot"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\ncat >/dev/null\n")
+    fake.chmod(0o755)
+    ran = cli.run("install", "claude", "--command", str(fake), expect=1)
+    assert "does not answer as earshot's hook" in ran.stderr
+    assert list(root.iterdir()) == []
+
+
+#: A config Codex reads, each setting ``hooks.state`` in another shape.
+SHAPES = {
+    "inline table": (
+        'model = "gpt-5.5"  # mine\n'
+        "[hooks]\n"
+        'state = { "/elsewhere/hooks.json:stop:0:0" = { trusted_hash = "sha256:ab" } }\n'
+        "[tui]\n"
+        "animations = false\n"
+    ),
+    "dotted keys": (
+        'model = "gpt-5.5"\n'
+        "[hooks]\n"
+        'state."/elsewhere/hooks.json:stop:0:0".trusted_hash = "sha256:ab"\n'
+        "# the person's comment\n"
+        "[tui]\n"
+        "animations = false\n"
+    ),
+    "CRLF": (
+        'model = "gpt-5.5"\r\n'
+        '[hooks.state."/elsewhere/hooks.json:stop:0:0"]\r\n'
+        'trusted_hash = "sha256:ab"\r\n'
+        "[tui]\r\n"
+        "animations = false\r\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_codex_trust_keeps_the_config_valid_toml_and_the_person_s_content(
+    cli: Cli, root: Path, own_home: Path, shape: str
+) -> None:
+    config = own_home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    text = SHAPES[shape]
+    config.write_bytes(text.encode())
+    before = tomllib.loads(text)
+    cli.run("install", "codex", "--trust")
+    after = tomllib.loads(config.read_bytes().decode())  # valid TOML, or this raises
+    assert after["model"] == "gpt-5.5" and after["tui"] == {"animations": False}
+    state = after["hooks"]["state"]
+    assert state["/elsewhere/hooks.json:stop:0:0"] == {"trusted_hash": "sha256:ab"}
+    assert sum(k.startswith(str(root.resolve())) for k in state) == 9
+    assert after["projects"][str(root.resolve())] == {"trust_level": "trusted"}
+    if shape == "CRLF":
+        assert b"\n" not in config.read_bytes().replace(b"\r\n", b"")
+    if shape == "dotted keys":
+        assert "# the person's comment" in config.read_text()
+    cli.run("uninstall", "codex")
+    assert config.read_bytes() == text.encode() and tomllib.loads(text) == before
+    assert not list(config.parent.glob("*.bak*"))
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_uninstall_leaves_no_empty_file_and_no_backup(
+    cli: Cli, root: Path, own_home: Path, agent: str
+) -> None:
+    cli.run("install", agent, *(["--trust"] if agent == "codex" else []))
+    cli.run("install", agent, "--strict")  # a second install: still one backup at most
+    cli.run("uninstall", agent)
+    left = [p for p in root.rglob("*")]
+    assert left == [] or all(p.is_dir() for p in left), left
+    assert not [p for p in own_home.rglob("*") if p.is_file()]
+
+
+def test_uninstall_gives_a_person_s_file_back_byte_for_byte(cli: Cli, root: Path) -> None:
+    path = root / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    text = '{\n    "theme": "dark",\n    "hooksConfig": {"enabled": false}\n}\n'
+    path.write_text(text)
+    cli.run("install", "gemini")
+    assert (path.parent / "settings.json.earshot.bak").read_text() == text
+    cli.run("uninstall", "gemini")
+    assert path.read_text() == text
+    assert sorted(p.name for p in path.parent.iterdir()) == ["settings.json"]
+
+
+def test_claude_s_machine_paths_go_into_settings_local_json(cli: Cli, root: Path) -> None:
+    shared = root / ".claude" / "settings.json"
+    shared.parent.mkdir()
+    shared.write_text('{"model": "opus"}')
+    cli.run("install", "claude")
+    assert json.loads(shared.read_text()) == {"model": "opus"}  # the team's file: untouched
+    local = json.loads((root / ".claude" / "settings.local.json").read_text())
+    assert "PreToolUse" in local["hooks"]
+
+
+def test_an_install_before_in_the_shared_file_moves_to_the_personal_one(
+    cli: Cli, root: Path
+) -> None:
+    shared = root / ".claude" / "settings.json"
+    cli.run("install", "claude")
+    local = root / ".claude" / "settings.local.json"
+    # As earlier installs wrote it: the hooks in the shared file, beside the team's.
+    doc = json.loads(local.read_text())
+    local.unlink()
+    shared.write_text(json.dumps({"model": "opus", **doc}))
+    ran = cli.run("install", "claude")
+    assert f"took earshot's hooks out of {shared}" in ran.stdout
+    assert json.loads(shared.read_text()) == {"model": "opus"}
+    assert "PreToolUse" in local.read_text()
+
+
+def test_a_skipped_slash_command_is_not_advertised(cli: Cli, root: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / ".claude").mkdir()
+    (root / ".claude" / "commands").symlink_to(elsewhere, target_is_directory=True)
+    ran = cli.run("install", "claude")
+    assert "leads out of the project" in ran.stderr
+    assert "/earshot" not in ran.stdout
+    assert "the prompt 'earshot undo' inside it" in ran.stdout
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_no_hook_asks_a_timeout_its_agent_clamps(cli: Cli, root: Path) -> None:
+    cli.run("install", "codex")
+    codex = json.loads((root / ".codex" / "hooks.json").read_text())["hooks"]
+    (end,) = codex["SessionEnd"][0]["hooks"]
+    assert end["timeout"] == 3 and end["command"].endswith("--timeout 2")
+    cli.run("install", "claude")
+    claude = json.loads((root / ".claude" / "settings.local.json").read_text())["hooks"]
+    assert claude["SessionEnd"][0]["hooks"][0]["timeout"] == 60
