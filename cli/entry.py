@@ -120,8 +120,11 @@ def _hook_event(argv: list[str]) -> list[str]:
 def _answer_probe(agent: str) -> None:
     """Answer ``earshot doctor``'s probe: the modules an event needs load in this
     interpreter (a venv without lmdb fails here, as a real event would), and
-    no store is opened."""
+    no store is opened. A settings file that every real event would stop at
+    stops the probe too."""
     import json
+
+    settings_file.apply_or_exit(os.getcwd())
 
     import earshot.agent.hooks.handler
     import earshot.cas.project
