@@ -156,7 +156,7 @@ class Slash:
 
     def do_sessions(self, args: list[str]) -> None:
         with self.chat.workspace.project(finish=False) as project:
-            items = conversation.summaries(project)
+            items = conversation.summaries(project, with_prompt_counts=True)
         self.screen.say(render_session.sessions(items)[1])
 
     def do_resume(self, args: list[str]) -> None:

@@ -215,7 +215,8 @@ def sessions(
     if action is None:
         if repair:
             raise click.UsageError("--repair goes with 'check'")
-        doc, out = render_session.sessions(conversation.summaries(project))
+        listed = conversation.summaries(project, with_prompt_counts=True)
+        doc, out = render_session.sessions(listed)
         render.emit(doc, out, as_json)
         return
     results = navigation.check_sessions(project, fix=repair)

@@ -225,13 +225,20 @@ class SessionSummary:
     has_checkpoints: bool
     #: The agent whose session this is, seen through its hooks: (agent, its id).
     agent: tuple[str, str] | None = None
-    #: User prompts in its log, on every branch.
+    #: User prompts in its log, on every branch (counted only when asked: see ``summaries``).
     prompts: int = 0
 
 
-def summaries(project: Project, *, with_batch_counts: bool = True) -> list[SessionSummary]:
-    """Every session of the root, most recently active first (either half counts)."""
-    logs: dict[str, SessionInfo] = {info.id: info for info in list_sessions(log_dir(project))}
+def summaries(
+    project: Project, *, with_batch_counts: bool = True, with_prompt_counts: bool = False
+) -> list[SessionSummary]:
+    """Every session of the root, most recently active first (either half counts).
+
+    ``with_prompt_counts`` reads each log whole; without it ``prompts`` is 0 or 1.
+    """
+    logs: dict[str, SessionInfo] = {
+        info.id: info for info in list_sessions(log_dir(project), with_prompt_counts)
+    }
     with project.store.backend.read() as view:
         records = {r.id: r for r in all_sessions(view)}
         counts = {

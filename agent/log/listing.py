@@ -68,8 +68,9 @@ def _json_object(raw: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _prompts(lines: IO[bytes]) -> tuple[str | None, int]:
-    """The first user prompt's text, and how many there are."""
+def _prompts(lines: IO[bytes], count_all: bool) -> tuple[str | None, int]:
+    """The first user prompt's text, and how many there are (with ``count_all``;
+    else 0 or 1: the rest of a long log is not read)."""
     first: str | None = None
     count = 0
     for raw in lines:
@@ -80,6 +81,8 @@ def _prompts(lines: IO[bytes]) -> tuple[str | None, int]:
             count += 1
             if first is None:
                 first = obj["text"]
+            if not count_all:
+                break
     return first, count
 
 
@@ -102,14 +105,17 @@ def _last_ts(handle: IO[bytes], size: int) -> str | None:
         block *= 4
 
 
-def session_info(path: Path) -> SessionInfo:
-    """The listing facts of one session file (``EntryFormatError`` if it has no header)."""
+def session_info(path: Path, count_prompts: bool = False) -> SessionInfo:
+    """The listing facts of one session file (``EntryFormatError`` if it has no header).
+
+    ``count_prompts``: read it whole to count its prompts (``earshot sessions``).
+    """
     with os.fdopen(open_session_fd(path, os.O_RDONLY), "rb") as handle:
         obj = _json_object(handle.readline())
         if obj is None:
             raise EntryFormatError("line 1 is not a session header")
         header = decode_header(obj)
-        first, prompts = _prompts(handle)
+        first, prompts = _prompts(handle, count_prompts)
         size = os.fstat(handle.fileno()).st_size
         # A fork's copied entries are older than the fork itself.
         last = max(_last_ts(handle, size) or "", header.created)
@@ -118,7 +124,7 @@ def session_info(path: Path) -> SessionInfo:
     )
 
 
-def list_sessions(directory: Path) -> list[SessionInfo]:
+def list_sessions(directory: Path, count_prompts: bool = False) -> list[SessionInfo]:
     """The sessions in ``directory``, most recently active first.
 
     Files without a readable header are left out, with a warning in the log.
@@ -126,7 +132,7 @@ def list_sessions(directory: Path) -> list[SessionInfo]:
     out: list[SessionInfo] = []
     for path in session_files(directory):
         try:
-            out.append(session_info(path))
+            out.append(session_info(path, count_prompts))
         except (OSError, EarshotError) as err:
             log.warning("session_unlisted", path=str(path), error=str(err))
     out.sort(key=lambda info: (info.last_activity, info.id), reverse=True)
