@@ -155,6 +155,8 @@ def purge(root: str | None, yes: bool, as_json: bool, verbose: int) -> None:
     real = os.path.realpath(root)
     home = data_home()
     store, logs = checkpoints_dir(real, home), sessions_dir(real, home)
+    for left in _killed_purges(store):
+        shutil.rmtree(left, ignore_errors=True)  # a purge killed mid-way meant it gone
     if not store.exists() and not logs.exists():
         render.emit({"root": real, "removed": False}, f"earshot keeps nothing for {real}", as_json)
         return
@@ -187,6 +189,17 @@ def purge(root: str | None, yes: bool, as_json: bool, verbose: int) -> None:
     shutil.rmtree(logs, ignore_errors=True)
     doc = {"root": real, "removed": True, "bytes": size, "session_logs": count}
     render.emit(doc, f"removed {what}", as_json)
+
+
+def _killed_purges(store: Path) -> list[Path]:
+    """What a purge of this store left when it was killed after setting the
+    store aside (``.KEY.purging-PID``, its process gone)."""
+    found = []
+    for path in store.parent.glob(f".{store.name}.purging-*"):
+        pid = path.name.rpartition("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            found.append(path)
+    return found
 
 
 def _tree_bytes(top: Path) -> int:

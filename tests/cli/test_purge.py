@@ -39,3 +39,18 @@ def test_purge_is_refused_while_another_process_has_the_store_open(cli: Cli, roo
         assert len(cli.json("snapshots")["snapshots"]) == 1
     finally:
         os.close(lock)
+
+
+def test_a_purge_killed_after_setting_the_store_aside_is_finished_by_the_next(
+    cli: Cli, root: Path
+) -> None:
+    cli.run("snapshot")
+    store = cli.store_dir()
+    # As a purge killed mid-rmtree leaves it: the store renamed, its process gone.
+    dead = store.with_name(f".{store.name}.purging-{2**22 + 7}")
+    store.rename(dead)
+    running = store.with_name(f".{store.name}.purging-{os.getpid()}")  # a purge still at it
+    running.mkdir()
+    cli.json("purge", "--yes")
+    assert not dead.exists()
+    assert running.exists()
