@@ -420,6 +420,24 @@ MUTANTS = [
         "    if False:\n        return False",
         "tests/cli/test_chat_terminal.py -k running_elsewhere",
     ),
+    (
+        "agent/core/sessions.py",
+        "        named = [t - 1 for b in batches if b.seq > cut for t in b.targets]",
+        "        named = []",
+        "tests/cli/test_outside.py -k pruning",
+    ),
+    (
+        "agent/core/sessions.py",
+        "    old = [b.seq for b in batches[:-1] if b.time_ns < before_ns]",
+        "    old = [b.seq for b in batches if b.time_ns < before_ns]",
+        "tests/cli/test_outside.py -k gc_keeps",
+    ),
+    (
+        "cli/cmd_maintenance.py",
+        '        if pid.isdigit() and not Path(f"/proc/{pid}").exists():',
+        "        if pid.isdigit():",
+        "tests/cli/test_purge.py -k killed",
+    ),
 ]
 
 

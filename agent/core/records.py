@@ -142,6 +142,10 @@ def delete_session_batches(batch_writer: WriteBatch, session: str) -> int:
     return len(keys)
 
 
+def delete_batch(batch_writer: WriteBatch, session: str, seq: int) -> None:
+    batch_writer.delete(BATCHES, _batch_key(session, seq))
+
+
 def delete_session(batch_writer: WriteBatch, session: str) -> int:
     """Drop a session's record and every batch of it; return how many batches."""
     batch_writer.delete(SESSIONS, session.encode())

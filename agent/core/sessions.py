@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Any
 
 from earshot.agent.core.records import (
+    OUTSIDE,
     SessionRecord,
     all_sessions,
+    delete_batch,
     delete_session,
     get_session,
     load_settled,
@@ -81,13 +84,43 @@ def prune_sessions(project: Project, keep: int = DEFAULT_KEEP_SESSIONS) -> list[
     interrupted batch waiting to be recorded) is kept, however old.
     """
     busy = busy_sessions(project)
-    old = [r for r in list_sessions(project)[keep:] if r.id not in busy]
+    every = list_sessions(project)
+    old = [r for r in every[keep:] if r.id not in busy]
     if not old:
         return []
+    dropped = {r.id for r in old}
+    oldest_kept = min((r.created_ns for r in every if r.id not in dropped), default=time.time_ns())
     with project.store.backend.write() as txn:
         for record in old:
             delete_session(txn, record.id)
+        prune_outside(txn, oldest_kept)
     return [r.id for r in old]
+
+
+def prune_outside(txn: Any, before_ns: int) -> int:
+    """Drop the batches of what changed outside any call recorded before
+    ``before_ns`` (older than every kept session: no kept session's log lists
+    them), as the sessions of their time were dropped.
+
+    The newest is always kept (``undo --session outside`` takes it back), and
+    so is every batch a kept one names (an undo's target, a redo's undo): the
+    dropped ones are a prefix of the sequence below all of those.
+    """
+    batches = session_batches(txn, OUTSIDE, ledgers=False)
+    old = [b.seq for b in batches[:-1] if b.time_ns < before_ns]
+    if not old:
+        return 0
+    cut = max(old)
+    while True:  # a batch kept because it is named may name another
+        named = [t - 1 for b in batches if b.seq > cut for t in b.targets]
+        lower = min([cut, *named])
+        if lower == cut:
+            break
+        cut = lower
+    gone = [b.seq for b in batches if b.seq <= cut]
+    for seq in gone:
+        delete_batch(txn, OUTSIDE, seq)
+    return len(gone)
 
 
 def batch_roots(project: Project) -> list[Digest]:

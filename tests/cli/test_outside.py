@@ -259,3 +259,25 @@ def test_gc_keeps_what_an_outside_batch_needs_to_be_undone(cli: Cli, root: Path)
     assert "problem" not in cli.run("fsck").stdout.lower()
     cli.run("undo", "--session", "outside")
     assert (root / "precious").read_text() == "mine\n"
+
+
+def test_pruning_sessions_drops_the_outside_batches_of_their_time_but_the_newest_and_named(
+    cli: Cli, root: Path
+) -> None:
+    sid = cli.new_session()
+    (root / "f").write_text("v0\n")
+    cli.run("bash", "true", session=sid)  # the first state settled
+    for n in range(1, 4):  # three batches of what changed outside any call
+        (root / "f").write_text(f"v{n}\n")
+        cli.run("bash", "true", session=sid)
+    cli.run("undo", "--session", "outside")  # outside batch 4: the undo of 3
+    cli.run("redo", "--session", "outside")  # outside batch 5: names 4, which names 3
+    assert (root / "f").read_text() == "v3\n"
+    assert [b["seq"] for b in cli.json("log", session="outside")["batches"]] == [1, 2, 3, 4, 5]
+    for _ in range(21):  # the session is pruned (20 are kept), and the outside batches of then
+        cli.new_session()
+    cli.run("gc")
+    assert [b["seq"] for b in cli.json("log", session="outside")["batches"]] == [3, 4, 5]
+    assert "problem" not in cli.run("fsck").stdout.lower()
+    cli.run("undo", "--session", "outside")  # batch 3 still goes back: it is named
+    assert (root / "f").read_text() == "v2\n"
