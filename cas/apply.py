@@ -23,6 +23,7 @@ from . import faults
 from .digest import Digest, blob_digest
 from .dirfd import DirHandles, UnsafePath
 from .objects import CorruptObject, ObjectReader
+from .progress import QUIET, Progress
 from .recording import TEMP_PREFIX
 from .restore import RestorePlan
 from .tree import Ident, Kind, TreeEntry
@@ -189,8 +190,11 @@ def write_sparse(fd: int, piece: bytes, offset: int) -> None:
 class Applier:
     """Carries out a plan under one root."""
 
-    def __init__(self, root: str, reader: ObjectReader, temp_tag: str) -> None:
+    def __init__(
+        self, root: str, reader: ObjectReader, temp_tag: str, progress: Progress = QUIET
+    ) -> None:
         self.reader = reader
+        self.progress = progress
         self.handles = DirHandles(root)
         self.temp_prefix = os.fsencode(f"{TEMP_PREFIX}{temp_tag}-")
         self.result = RestoreResult()
@@ -199,10 +203,17 @@ class Applier:
     def verify(self, plan: RestorePlan) -> None:
         verify_plan(self.reader, plan)
 
-    def apply(self, plan: RestorePlan, verified: bool = False) -> RestoreResult:
-        """Carry the plan out; ``verified``: the caller ran ``verify`` already."""
+    def apply(
+        self, plan: RestorePlan, verified: bool = False, label: str = "restoring"
+    ) -> RestoreResult:
+        """Carry the plan out; ``verified``: the caller ran ``verify`` already.
+        ``label``: what the progress calls it (the steps counted, the bytes written)."""
         if not verified:
             self.verify(plan)
+        steps = len(plan.deletes) + 2 * len(plan.mkdirs) + len(plan.renames) + len(plan.rmdirs)
+        steps += len(plan.writes) + len(plan.chmods)
+        size = sum(e.size for _, e in plan.writes if e.kind is Kind.FILE)
+        self.progress.stage(label, total=steps, total_bytes=size)
         # Renames need the directories they go into (made first) and must
         # empty the directories they come from before those are removed.
         try:
@@ -236,6 +247,10 @@ class Applier:
             self.result.skipped.append((path, str(exc).split(": ", 1)[1]))
         except OSError as exc:
             self.result.skipped.append((path, exc.strerror or str(exc)))
+        # One step of the plan, whatever its outcome; a write counts its bytes.
+        written = args[1] if action == self._write else None
+        size = written.size if isinstance(written, TreeEntry) and written.kind is Kind.FILE else 0
+        self.progress.advance(1, size)
 
     def _delete(self, path: str, entry: TreeEntry) -> None:
         if not still_is(self.handles, path, entry):

@@ -7,7 +7,6 @@ names a missing object would make the next snapshot name it as well.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import schema
@@ -16,6 +15,7 @@ from .errors import EarshotError
 from .intents import read_intents
 from .location import Location
 from .objects import ObjectReader, ObjectStore, ObjectType, decode_chunks
+from .progress import QUIET, Progress
 from .statcache import decode_record
 from .tree import Kind
 
@@ -37,11 +37,19 @@ class FsckReport:
         return not self.problems
 
 
-def check_store(store: ObjectStore, progress: Callable[[int], None] | None = None) -> FsckReport:
+def check_store(store: ObjectStore, progress: Progress = QUIET) -> FsckReport:
     """Read every object and verify it; then check that references resolve."""
     report = FsckReport()
     with store.reader() as reader:
         types: dict[bytes, ObjectType] = {}
+        if progress.active:  # one pass over the index (no object read) gives the totals
+            count, size = 0, 0
+            for _, raw in schema.index_entries(reader.view):
+                count += 1
+                size += _stored(raw)
+            progress.stage("checking", total=count, total_bytes=size, unit="objects")
+        else:
+            progress.stage("checking", unit="objects")
         for digest, raw in schema.index_entries(reader.view):
             try:
                 location = Location.decode(raw, digest)
@@ -51,12 +59,11 @@ def check_store(store: ObjectStore, progress: Callable[[int], None] | None = Non
                 continue
             types[digest] = location.type
             report.objects += 1
-            if progress is not None and report.objects % 1024 == 0:
-                progress(report.objects)
             try:
                 reader.verify(digest)
             except EarshotError as exc:
                 report.problems.append(str(exc))
+            progress.advance(1, location.stored)
         for _, snapshot in schema.listed_snapshots(reader.view):
             report.snapshots += 1
             _check_references(reader, snapshot, types, report)
@@ -94,6 +101,14 @@ def check_quick(store: ObjectStore) -> FsckReport:
             )
             report.damaged_intents += 1
     return report
+
+
+def _stored(raw: bytes) -> int:
+    """The stored size an index entry gives (0 for a damaged one, which fsck reports)."""
+    try:
+        return Location.decode(raw, Digest(b"")).stored
+    except EarshotError:
+        return 0
 
 
 def _check_stat_cache(

@@ -17,6 +17,7 @@ from .backend import StoreError
 from .digest import Digest
 from .logs import get_logger
 from .objects import Location, ObjectStore, ObjectWriter
+from .progress import QUIET, Progress
 from .reach import reachable
 from .statcache import decode_record
 
@@ -35,19 +36,24 @@ class GcReport:
 
 
 def collect_garbage(
-    store: ObjectStore, keep: Callable[[], Iterable[Digest]], compact: bool = False
+    store: ObjectStore,
+    keep: Callable[[], Iterable[Digest]],
+    compact: bool = False,
+    progress: Progress = QUIET,
 ) -> GcReport:
     """Drop every object not reachable from the snapshots ``keep()`` names.
 
     ``keep`` is asked once the store is held alone: no process can record a
     snapshot (or begin an operation naming one) between the question and the
-    collection.
+    collection. ``progress`` hears of the trees marked, then of the objects
+    repacked (the live ones of packs that also hold dead ones).
     """
     backend = store.backend
     with backend.exclusive("gc"):
         disk_before = backend.disk_bytes()
         with store.reader() as reader:
-            live = reachable(reader, keep(), set())
+            progress.stage("marking", unit="trees")
+            live = reachable(reader, keep(), set(), progress)
             by_pack: dict[int, list[tuple[Digest, Location]]] = {}
             dead: list[Digest] = []
             dead_bytes = 0
@@ -90,10 +96,13 @@ def collect_garbage(
                 schema.delete_counts(batch, tree)
         rewritten = 0
         if partial:
+            moving = [s for survivors in partial.values() for s in survivors]
+            size = sum(loc.stored for _, loc in moving)
+            progress.stage("repacking", total=len(moving), total_bytes=size, unit="objects")
             try:
                 with store.writer() as writer:
                     for pack, survivors in partial.items():
-                        _repack(writer, pack, survivors)
+                        _repack(writer, pack, survivors, progress)
                         schema.delete_pack(writer.batch, pack)
             except StoreError as exc:
                 if not exc.no_space:
@@ -104,6 +113,7 @@ def collect_garbage(
                 rewritten = len(partial)
                 deleted += len(partial)
     if compact:
+        progress.stage("compacting")
         backend.compact()
     get_logger("earshot.cas").info(
         "gc", live=len(live), dead=len(dead), packs_rewritten=rewritten, compact=compact
@@ -119,10 +129,13 @@ def collect_garbage(
     )
 
 
-def _repack(writer: ObjectWriter, pack: int, survivors: list[tuple[Digest, Location]]) -> None:
+def _repack(
+    writer: ObjectWriter, pack: int, survivors: list[tuple[Digest, Location]], progress: Progress
+) -> None:
     """Copy live objects' stored bytes into the writer's open pack."""
     for digest, loc in survivors:
         data = schema.read_packed(writer.batch, loc)
+        progress.advance(1, loc.stored)
         if data is None:
             continue  # fsck reports it; nothing to copy
         writer.append_stored(digest, loc, data)

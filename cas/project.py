@@ -29,8 +29,8 @@ from .logs import get_logger
 from .lookup import lookup
 from .objects import ObjectStore, ObjectWriter
 from .paths import checkpoints_dir, data_home, real_root
+from .progress import QUIET, Progress
 from .recording import (
-    ProgressFn,
     ScanOptions,
     ScanReport,
     max_file_size_from_env,
@@ -165,16 +165,15 @@ class Project:
 
     # -- recording --------------------------------------------------------
 
-    def scan(
-        self, writer: ObjectWriter, progress: ProgressFn | None = None
-    ) -> tuple[Digest, ScanReport]:
+    def scan(self, writer: ObjectWriter, progress: Progress = QUIET) -> tuple[Digest, ScanReport]:
         """Record the whole root into ``writer``; return its tree and the report."""
+        progress.stage("scanning")
         scanner = Scanner(self.root, writer, self.options, progress)
         tree = scanner.scan_root(self.store_dir / "scan.marker")
         return tree, scanner.report
 
     def snapshot(
-        self, note: str = "", session: str | None = None, progress: ProgressFn | None = None
+        self, note: str = "", session: str | None = None, progress: Progress = QUIET
     ) -> Recorded:
         """Record the root as a snapshot (a full restage), reusing the last if unchanged."""
         return self.record(None, note=note, session=session, progress=progress)
@@ -190,7 +189,7 @@ class Project:
         note: str = "",
         session: str | None = None,
         listed: bool = True,
-        progress: ProgressFn | None = None,
+        progress: Progress = QUIET,
         also: Callable[[WriteBatch], None] | None = None,
         forced: Collection[str] = (),
         lifted: Collection[str] = (),
@@ -203,6 +202,7 @@ class Project:
         its own per batch. The duration of a full restage is kept in the
         store: the snapshot policy budgets by it. ``also`` adds writes to the
         transaction that commits the snapshot (an intent's end, say).
+        ``progress`` hears of the walk, or of each path a scoped restage reads.
         ``forced`` paths are recorded whatever the ignore rules and the size
         limit say (what an agent's write_file or edit named, what an undo or
         restore is about to change): after a full scan they are
@@ -224,13 +224,15 @@ class Project:
                 schema.put_full_cost(writer.batch, elapsed)
                 schema.put_linked(writer.batch, report.linked)
                 if force:
-                    tree, extra = self._restage(writer, tree, sorted(force), force, counted=False)
+                    tree, extra = self._restage(
+                        writer, tree, sorted(force), force, counted=False, progress=progress
+                    )
                     report.files += extra.files
                     report.content_bytes += extra.content_bytes
             else:
                 lift = frozenset(relative_path(str(self.root), p) for p in lifted)
                 paths = sorted(set(rels) | force | lift)
-                tree, report = self._restage(writer, base, paths, force, lift)
+                tree, report = self._restage(writer, base, paths, force, lift, progress=progress)
                 known = schema.get_linked(writer.batch)
                 if known is not None and not set(report.linked) <= set(known):
                     schema.put_linked(writer.batch, known + report.linked)
@@ -257,6 +259,7 @@ class Project:
         forced: frozenset[str],
         lifted: frozenset[str] = frozenset(),
         counted: bool = True,
+        progress: Progress = QUIET,
     ) -> tuple[Digest, ScanReport]:
         """A scoped restage of ``rels`` on ``base``; with ``counted``, counts made whole."""
         scanner = Scanner(self.root, writer, self.options)
@@ -266,7 +269,7 @@ class Project:
         scanner.trust_before_ns = touch_marker(self.store_dir / "scan.marker")
         scanner.trust_before_ns -= self.options.racy_margin_ns
         base_files, base_bytes = _count_base(writer, base) if counted else (0, 0)
-        tree, gone_files, gone_bytes = restage_paths(scanner, base, rels, forced)
+        tree, gone_files, gone_bytes = restage_paths(scanner, base, rels, forced, progress)
         report = scanner.report
         report.files += base_files - gone_files
         report.content_bytes += base_bytes - gone_bytes
@@ -366,7 +369,10 @@ class Project:
         return len(gone)
 
     def gc(
-        self, extra_roots: Callable[[], Iterable[Digest]] | None = None, compact: bool = False
+        self,
+        extra_roots: Callable[[], Iterable[Digest]] | None = None,
+        compact: bool = False,
+        progress: Progress = QUIET,
     ) -> GcReport:
         """Collect everything no listed snapshot (or ``extra_roots()``) reaches.
 
@@ -377,15 +383,15 @@ class Project:
             extra = list(extra_roots()) if extra_roots is not None else []
             return [d for d, _ in self.snapshots()] + extra
 
-        return collect_garbage(self.store, keep, compact=compact)
+        return collect_garbage(self.store, keep, compact=compact, progress=progress)
 
-    def fsck(self, progress: ProgressFn | None = None) -> FsckReport:
+    def fsck(self, progress: Progress = QUIET) -> FsckReport:
         return check_store(self.store, progress)
 
     def stats(self) -> StoreStats:
         return store_stats(self.store)
 
-    def current_tree(self, progress: ProgressFn | None = None) -> Digest:
+    def current_tree(self, progress: Progress = QUIET) -> Digest:
         """The root as it is now, recorded as objects but not as a snapshot.
 
         For looking (diff, dry runs): the head and the snapshot list stay as
@@ -408,7 +414,7 @@ class Project:
         target: Digest,
         may_delete: DeleteRule = keep_everything,
         dry_run: bool = False,
-        progress: ProgressFn | None = None,
+        progress: Progress = QUIET,
         note: str | None = None,
         *,
         before: Recorded | None = None,
@@ -432,7 +438,7 @@ class Project:
             return Restored(plan, None, None)
         if before is None:
             before = self.snapshot(note or f"before restore to {short(target)}", progress=progress)
-        return self._restore_from(target, target_snap, before, may_delete, None)
+        return self._restore_from(target, target_snap, before, may_delete, None, progress)
 
     def _unrecorded_targets(self, plan: RestorePlan, before: Recorded) -> list[str]:
         """The paths ``plan`` writes that exist on disk but not in ``before``'s tree."""
@@ -468,6 +474,7 @@ class Project:
         before: Recorded,
         may_delete: DeleteRule,
         held: Held | None,
+        progress: Progress = QUIET,
     ) -> Restored:
         with self.store.reader() as reader:
             plan = plan_restore(
@@ -517,7 +524,8 @@ class Project:
                 skipped=len(plan.skipped),
             )
             with self.store.reader() as reader:
-                result = Applier(str(self.root), reader, held.id).apply(plan, verified=True)
+                applier = Applier(str(self.root), reader, held.id, progress)
+                result = applier.apply(plan, verified=True, label="restoring")
             touched = [p for p, _ in plan.writes + plan.mkdirs + plan.deletes + plan.chmods]
             touched += plan.rmdirs
             intent = held.intent
@@ -526,6 +534,7 @@ class Project:
                 base=before.snapshot.tree,
                 listed=False,
                 also=lambda txn: end_intent(txn, intent),
+                progress=progress,
             )
         except BaseException:
             held.close()  # the intent stays: the next command finishes the restore

@@ -6,30 +6,38 @@ from collections.abc import Iterable
 
 from .digest import Digest
 from .objects import ObjectReader, ObjectType, decode_chunks
+from .progress import QUIET, Progress
 from .tree import Kind
 
 
-def reachable(reader: ObjectReader, snapshots: Iterable[Digest], live: set[Digest]) -> set[Digest]:
+def reachable(
+    reader: ObjectReader,
+    snapshots: Iterable[Digest],
+    live: set[Digest],
+    progress: Progress = QUIET,
+) -> set[Digest]:
     """Add to ``live`` the snapshots, their trees, blobs and chunks; return it.
 
     A subtree already in ``live`` is not walked again, so marking many
     snapshots of one slowly changing root costs about one walk plus the changes.
+    ``progress`` hears of each tree read.
     """
     for snap in snapshots:
         if snap in live:
             continue
         live.add(snap)
-        _mark_tree(reader, reader.read_snapshot(snap).tree, live)
+        _mark_tree(reader, reader.read_snapshot(snap).tree, live, progress)
     return live
 
 
-def _mark_tree(reader: ObjectReader, tree: Digest, live: set[Digest]) -> None:
+def _mark_tree(reader: ObjectReader, tree: Digest, live: set[Digest], progress: Progress) -> None:
     stack = [tree]
     while stack:
         digest = stack.pop()
         if digest in live:
             continue
         live.add(digest)
+        progress.advance()
         for entry in reader.read_tree(digest):
             if entry.digest is None or entry.digest in live:
                 continue

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,8 +38,6 @@ DEFAULT_MAX_FILE_SIZE = 64 << 20
 MAX_DEPTH = 128
 #: Entries modified this close to the scan start are not trusted next time.
 DEFAULT_RACY_MARGIN_NS = 2_000_000_000
-ProgressFn = Callable[[int], None]
-
 ENV_MAX_FILE_SIZE = "EARSHOT_MAX_FILE_SIZE"
 
 

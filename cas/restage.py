@@ -35,6 +35,7 @@ from .entrykey import (
 )
 from .errors import EarshotError
 from .ignore import KEPT, LISTED, SPARSE, IgnoreRules
+from .progress import QUIET, Progress
 from .recording import MAX_DEPTH, is_temp_name
 from .scan import Scanner, fsencode, join
 from .statcache import EntryKey, load_record
@@ -124,13 +125,15 @@ def restage_paths(
     base: Digest | None,
     paths: Iterable[str],
     forced: frozenset[str] = frozenset(),
+    progress: Progress = QUIET,
 ) -> tuple[Digest, int, int]:
     """A new root tree: ``base`` with every named path re-read from disk.
 
     ``forced`` (named paths too) are recorded whatever the ignore rules say,
     with the directories that lead to them: an agent's explicit write target.
     Returns the tree and the files and bytes of what it replaced; the files
-    and bytes it read are in ``scanner.report``.
+    and bytes it read are in ``scanner.report``. ``progress`` hears of each
+    named path as it is read (or found gone).
     """
     replaced = _Replaced()
     rules = scanner.root_rules()
@@ -139,8 +142,33 @@ def restage_paths(
     leading = {
         p.rsplit("/", i)[0] for p in forced | scanner.lifted for i in range(1, p.count("/") + 1)
     }
-    tree = _update(scanner, base, "", _trie(paths), replaced, rules, _Forced(forced, leading))
+    trie = _trie(paths)
+    progress.stage("recording", total=_named(trie))
+    done = _Done(scanner, progress)
+    tree = _update(scanner, base, "", trie, replaced, rules, _Forced(forced, leading), done)
     return tree, replaced.files, replaced.bytes
+
+
+class _Done:
+    """Tells ``progress`` of the named paths read, with the bytes read for them."""
+
+    def __init__(self, scanner: Scanner, progress: Progress) -> None:
+        self.report = scanner.report
+        self.progress = progress
+        self.shown = self.report.bytes_read
+
+    def paths(self, node: _Trie) -> None:
+        """The paths of ``node`` (a named path, or a directory of them) are done."""
+        read = self.report.bytes_read
+        self.progress.advance(_named(node), read - self.shown)
+        self.shown = read
+
+
+def _named(node: _Trie) -> int:
+    """How many named paths ``node`` stands for (itself, or those below it)."""
+    if _is_whole(node):
+        return 1
+    return sum(_named(child) for name, child in node.items() if name)
 
 
 class _Forced:
@@ -159,6 +187,7 @@ def _update(
     replaced: _Replaced,
     rules: IgnoreRules,
     forced: _Forced,
+    done: _Done,
 ) -> Digest:
     """``tree`` (the directory ``rel_dir``) with the trie's paths re-read; ``rules``: its own."""
     reader = scanner.writer
@@ -166,6 +195,8 @@ def _update(
     cached: dict[str, EntryKey] | None = None  # the stat cache's keys here, read once
     for name, node in trie.items():
         if not name or name == ".git" or is_temp_name(name):
+            if name:
+                done.paths(node)
             continue
         rel = join(rel_dir, name)
         path = os.path.join(scanner.root, rel)
@@ -174,10 +205,12 @@ def _update(
             st = os.lstat(path)
         except (FileNotFoundError, NotADirectoryError):
             replaced.drop(scanner, entries.pop(key, None))
+            done.paths(node)
             continue
         is_dir = stat.S_ISDIR(st.st_mode)
         if is_dir and path in scanner.options.exclude_dirs:
             replaced.drop(scanner, entries.pop(key, None))
+            done.paths(node)
             continue
         verdict = 0 if rel in forced.paths else scanner.judge(rules, rel, is_dir)
         old = entries.get(key)
@@ -189,7 +222,8 @@ def _update(
             base = old.digest if old is not None and old.kind is Kind.DIR else None
             if old is not None and base is None:
                 replaced.drop(scanner, old)
-            subtree = _update(scanner, base, rel, node, replaced, inner.descend(rel, path), forced)
+            inner = inner.descend(rel, path)
+            subtree = _update(scanner, base, rel, node, replaced, inner, forced, done)
             entries[key] = TreeEntry(key, Kind.DIR, stat.S_IMODE(st.st_mode), 0, subtree)
             continue
         whole = _is_whole(node) or not is_dir or old is None or old.kind is not Kind.DIR
@@ -208,7 +242,7 @@ def _update(
             # the named paths are read again, as in any directory.
             inner = rules.below_ignored(below).descend(rel, path)
             assert old is not None
-            subtree = _update(scanner, old.digest, rel, node, replaced, inner, forced)
+            subtree = _update(scanner, old.digest, rel, node, replaced, inner, forced, done)
             entries[key] = TreeEntry(key, Kind.DIR, stat.S_IMODE(st.st_mode), 0, subtree)
             continue
         if whole or verdict or rules.mode is not None:
@@ -220,9 +254,10 @@ def _update(
                 entries.pop(key, None)
             else:
                 entries[key] = entry_from_key(key, found)
+            done.paths(node)
             continue
         assert old is not None  # not whole: a directory the tree holds
         inner = rules.descend(rel, path)
-        subtree = _update(scanner, old.digest, rel, node, replaced, inner, forced)
+        subtree = _update(scanner, old.digest, rel, node, replaced, inner, forced, done)
         entries[key] = TreeEntry(key, Kind.DIR, stat.S_IMODE(st.st_mode), 0, subtree)
     return reader.put_tree(list(entries.values()))

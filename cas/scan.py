@@ -57,9 +57,9 @@ from .keep import (
 )
 from .mounts import MountTable
 from .objects import ObjectWriter
+from .progress import QUIET, Progress
 from .recording import (
     MAX_DEPTH,
-    ProgressFn,
     ScanOptions,
     ScanReport,
     is_temp_name,
@@ -95,7 +95,7 @@ class Scanner:
         root: Path,
         writer: ObjectWriter,
         options: ScanOptions | None = None,
-        progress: ProgressFn | None = None,
+        progress: Progress = QUIET,
         use_cache: bool = True,
     ) -> None:
         self.root = str(root)
@@ -125,6 +125,7 @@ class Scanner:
         self.lift: Lift | None = None
         self._lifting = False
         self._seen = 0
+        self._bytes_shown = 0
         self.mounts = MountTable()
         #: The device of the directory being listed: a subdirectory on another
         #: one is a mount point, and only then is its file system looked up.
@@ -329,8 +330,8 @@ class Scanner:
             self._listing -= seen
             if self._listing < 0:
                 raise OverListed()
-        if self.progress is not None:
-            self.progress(self._seen)
+        self.progress.advance(seen, self.report.bytes_read - self._bytes_shown)
+        self._bytes_shown = self.report.bytes_read
         fingerprint = self._fingerprint(rules)
         # A directory changed this close to the scan start may change again
         # within one mtime tick: never trust its listing next time.

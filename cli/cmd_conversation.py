@@ -18,11 +18,13 @@ from .common import (
     EXIT_SKIPPED,
     acts_on,
     fail,
+    list_option,
     project_reader,
     session_command,
     session_lookup,
     session_reader,
 )
+from .progress import progress_for
 from .readonly import is_dry_run, no_sessions, unless_recorded
 
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -117,10 +119,13 @@ def tree(project: Project, as_json: bool, session: str | None) -> None:
 @click.option("--code", is_flag=True, help="Also undo every checkpoint batch made after it.")
 @click.option("--dry-run", is_flag=True, help="With --code: show the impact, change nothing.")
 @click.option("--force", is_flag=True, help="With --code: overwrite conflicting files.")
+@list_option
 @unless_recorded(no_sessions, when=is_dry_run)
 @session_command
 @acts_on(conversation.PROMPTS)
-def rewind(engine: Engine, as_json: bool, n: int, code: bool, dry_run: bool, force: bool) -> None:
+def rewind(
+    engine: Engine, as_json: bool, n: int, code: bool, dry_run: bool, force: bool, every: bool
+) -> None:
     """Return the conversation to before prompt N, and print prompt N's text.
 
     Appends a navigation entry (nothing is rewritten: the abandoned branch
@@ -139,8 +144,11 @@ def rewind(engine: Engine, as_json: bool, n: int, code: bool, dry_run: bool, for
         text = f"the interrupted rewind is finished (batch {seq}); nothing more was done"
         render.emit({"finished_interrupted": True, "record": seq}, text, as_json)
         return
-    result = navigation.rewind(engine, n, code=code, force=force, dry_run=dry_run)
-    doc, out = render_session.rewound(result)
+    with progress_for(as_json) as progress:
+        result = navigation.rewind(
+            engine, n, code=code, force=force, dry_run=dry_run, progress=progress
+        )
+    doc, out = render_session.rewound(result, every)
     render.emit(doc, out, as_json)
     if not result.dry_run and not as_json:
         render_session.notice(render_session.rewound_notice(result))

@@ -15,7 +15,8 @@ from earshot.agent.core.undo import undo as undo_batches
 from earshot.cas.project import Project
 
 from . import colour, render, render_agent
-from .common import EXIT_SKIPPED, acts_on, session_command, session_lookup
+from .common import EXIT_SKIPPED, acts_on, list_option, session_command, session_lookup
+from .progress import progress_for
 from .readonly import is_dry_run, no_sessions, unless_recorded
 
 
@@ -74,10 +75,13 @@ def log(project: Project, as_json: bool, session: str | None) -> None:
 @click.argument("count", type=click.IntRange(min=1), default=1, metavar="[N]")
 @click.option("--dry-run", is_flag=True, help="Show what would be restored, deleted, in conflict.")
 @click.option("--force", is_flag=True, help="Overwrite conflicting files (never deletes them).")
+@list_option
 @unless_recorded(no_sessions, when=is_dry_run)
 @session_command
 @acts_on(BATCHES)
-def undo(engine: Engine, as_json: bool, count: int, dry_run: bool, force: bool) -> None:
+def undo(
+    engine: Engine, as_json: bool, count: int, dry_run: bool, force: bool, every: bool
+) -> None:
     """Undo the session's last N batches (default 1).
 
     Steps over batches that changed nothing and over undo/redo batches, so
@@ -88,8 +92,9 @@ def undo(engine: Engine, as_json: bool, count: int, dry_run: bool, force: bool) 
     """
     if not dry_run and _was_finished(engine, "undo", as_json):
         return
-    impact = undo_batches(engine, count, force=force, dry_run=dry_run)
-    doc, text = render_agent.impact(impact, "undo", dry_run, engine.session.id)
+    with progress_for(as_json) as progress:
+        impact = undo_batches(engine, count, force=force, dry_run=dry_run, progress=progress)
+    doc, text = render_agent.impact(impact, "undo", dry_run, engine.session.id, every)
     render.emit(doc, text, as_json)
     if impact.conflicts or impact.kept:
         sys.exit(EXIT_SKIPPED)
@@ -98,15 +103,17 @@ def undo(engine: Engine, as_json: bool, count: int, dry_run: bool, force: bool) 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Show what would be restored, deleted, in conflict.")
 @click.option("--force", is_flag=True, help="Overwrite conflicting files (never deletes them).")
+@list_option
 @unless_recorded(no_sessions, when=is_dry_run)
 @session_command
 @acts_on(BATCHES)
-def redo(engine: Engine, as_json: bool, dry_run: bool, force: bool) -> None:
+def redo(engine: Engine, as_json: bool, dry_run: bool, force: bool, every: bool) -> None:
     """Redo the most recent undo: bring back exactly what it reverted."""
     if not dry_run and _was_finished(engine, "redo", as_json):
         return
-    impact = redo_batches(engine, force=force, dry_run=dry_run)
-    doc, text = render_agent.impact(impact, "redo", dry_run, engine.session.id)
+    with progress_for(as_json) as progress:
+        impact = redo_batches(engine, force=force, dry_run=dry_run, progress=progress)
+    doc, text = render_agent.impact(impact, "redo", dry_run, engine.session.id, every)
     render.emit(doc, text, as_json)
     if impact.conflicts or impact.kept:
         sys.exit(EXIT_SKIPPED)

@@ -15,7 +15,6 @@ from earshot.cas.project import Project
 
 from . import completion, render
 from .common import (
-    Progress,
     configure_logging,
     discovered,
     error_kind,
@@ -24,6 +23,7 @@ from .common import (
     project_reader,
     root_option,
 )
+from .progress import progress_for
 from .readonly import unless_recorded
 from .render import human_bytes
 
@@ -56,7 +56,9 @@ def gc(project: Project, as_json: bool, compact: bool) -> None:
     """
     from earshot.agent.core.sessions import collect
 
-    doc, text = render.gc_report(collect(project, compact=compact))
+    with progress_for(as_json) as progress:
+        report = collect(project, compact=compact, progress=progress)
+    doc, text = render.gc_report(report)
     render.emit(doc, text, as_json)
 
 
@@ -95,9 +97,8 @@ def fsck(project: Project, as_json: bool, repair: bool, quick: bool) -> None:
     if quick:
         report = check_quick(project.store)
     else:
-        progress = Progress("checking", enabled=True)
-        report = project.fsck(progress)
-        progress.done()
+        with progress_for(as_json) as progress:
+            report = project.fsck(progress)
     with project.store.backend.read() as view:
         records, problems = check_records(view)
     report.problems.extend(problems)

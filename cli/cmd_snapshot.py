@@ -9,15 +9,19 @@ import click
 from earshot.cas.project import Project
 
 from . import render
-from .common import Progress, project_command, project_reader, tracker
+from .common import list_option, project_command, project_reader, tracker
+from .progress import progress_for
 from .readonly import unless_recorded
 
 
 @click.command()
 @click.argument("paths", metavar="[PATH]...", nargs=-1)
 @click.option("-m", "--message", default="", help="A note stored with the snapshot.")
+@list_option
 @project_command
-def snapshot(project: Project, as_json: bool, message: str, paths: tuple[str, ...]) -> None:
+def snapshot(
+    project: Project, as_json: bool, message: str, paths: tuple[str, ...], every: bool
+) -> None:
     """Record the root as a snapshot and print its id.
 
     Unchanged files are not read again (stat cache). With no change since the
@@ -29,14 +33,13 @@ def snapshot(project: Project, as_json: bool, message: str, paths: tuple[str, ..
     """
     from earshot.agent.core.vouched import record_now
 
-    progress = Progress("scanning", enabled=True)
     start = time.perf_counter()
-    if paths:
-        rec, vouched = project.restage(paths, message), False
-    else:
-        rec, vouched = record_now(project, tracker(project), message, progress=progress)
-    progress.done()
-    doc, text = render.recorded(rec, time.perf_counter() - start)
+    with progress_for(as_json) as progress:
+        if paths:
+            rec, vouched = project.record(list(paths), note=message, progress=progress), False
+        else:
+            rec, vouched = record_now(project, tracker(project), message, progress=progress)
+    doc, text = render.recorded(rec, time.perf_counter() - start, every)
     doc["vouched"] = vouched
     render.emit(doc, text, as_json)
 

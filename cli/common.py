@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import time
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -29,28 +28,6 @@ COMMAND_RUNNER: Any = None
 #: Set in a daemon's worker: the pid of the client it serves (the process
 #: the agent ran, for a hook), since the worker's own parent is the daemon.
 CALLER_PID: int | None = None
-
-
-class Progress:
-    """A counter on stderr, shown only on a terminal and only after one second."""
-
-    def __init__(self, label: str, enabled: bool) -> None:
-        self.label = label
-        self.enabled = enabled and sys.stderr.isatty()
-        self.start = time.monotonic()
-        self.shown = False
-
-    def __call__(self, count: int) -> None:
-        if not self.enabled or time.monotonic() - self.start < 1.0:
-            return
-        self.shown = True
-        sys.stderr.write(f"\r{self.label}: {count:,}")
-        sys.stderr.flush()
-
-    def done(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 def configure_logging(verbose: int) -> None:
@@ -133,6 +110,16 @@ def settle(project: Any, finish: bool) -> list[Any]:
 ROOT_DEFAULT = (
     "the nearest directory up from here that is a git work tree's top, holds "
     ".earshotignore or an earshot store; else the current directory"
+)
+
+
+#: ``--list``: every path of a long result (past 50 it is summed up per folder).
+#: Not ``--verbose``: that is ``-v``'s long form, which brings back the logs.
+list_option = click.option(
+    "--list",
+    "every",
+    is_flag=True,
+    help="List every path, however many (past 50 they are counted per folder).",
 )
 
 

@@ -11,7 +11,6 @@ keeps the real name.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from typing import Any
@@ -27,51 +26,9 @@ from earshot.cas.snapshot import Snapshot
 from earshot.cas.stats import StoreStats
 from earshot.cas.tree import TreeEntry
 
-_C_ESCAPES = {
-    "\a": "\\a",
-    "\b": "\\b",
-    "\t": "\\t",
-    "\n": "\\n",
-    "\v": "\\v",
-    "\f": "\\f",
-    "\r": "\\r",
-    '"': '\\"',
-    "\\": "\\\\",
-}
-# C0 and C1 controls, DEL, the Unicode line and paragraph separators, and
-# undecodable bytes (surrogate escapes): each could end or garble a line.
-_CONTROL = "\x00-\x1f\x7f-\x9f\u2028\u2029\udc80-\udcff"
-_NEEDS_QUOTES = re.compile(f'[{_CONTROL}"\\\\]')
-_UNSAFE = re.compile(f"[{_CONTROL}]")
-
-
-def _escape_char(match: re.Match[str]) -> str:
-    char = match.group()
-    known = _C_ESCAPES.get(char)
-    if known is not None:
-        return known
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, as a surrogate escape
-        return f"\\{code - 0xDC00:03o}"
-    return "".join(f"\\{byte:03o}" for byte in char.encode("utf-8"))
-
-
-def quote_path(path: str) -> str:
-    """``path`` for text output, as git prints it with ``core.quotePath`` off.
-
-    In double quotes with C-style escapes (``\\n``, ``\\t``, ``\\"``,
-    ``\\\\``, octal bytes) when it holds a control character, a backslash or
-    a double quote; unchanged otherwise (other non-ASCII letters stay).
-    """
-    if _NEEDS_QUOTES.search(path) is None:
-        return path
-    return '"' + _NEEDS_QUOTES.sub(_escape_char, path) + '"'
-
-
-def one_line(text: str) -> str:
-    """A message or command for one line of text: control characters escaped, no quotes."""
-    return _UNSAFE.sub(_escape_char, text)
-
+from .quoting import one_line as one_line  # the renderers take them from here
+from .quoting import quote_path as quote_path
+from .summary import Group, summed_up
 
 #: Whether this process printed its JSON document: an error after it adds none.
 EMITTED = {"json": False}
@@ -114,7 +71,8 @@ def snapshot_doc(digest: Digest, snap: Snapshot) -> dict[str, Any]:
     }
 
 
-def recorded(rec: Recorded, seconds: float) -> tuple[dict[str, Any], str]:
+def recorded(rec: Recorded, seconds: float, every: bool = False) -> tuple[dict[str, Any], str]:
+    """A snapshot taken; past 50 paths not recorded or skipped, summed up unless ``every``."""
     doc = snapshot_doc(rec.digest, rec.snapshot)
     doc.update(
         reused=rec.reused,
@@ -135,12 +93,18 @@ def recorded(rec: Recorded, seconds: float) -> tuple[dict[str, Any], str]:
             f"read {rec.report.files_read:,} ({human_bytes(rec.report.bytes_read)}) "
             f"in {seconds:.2f} s"
         )
+    why: dict[str, list[str]] = {}
     for path, reason in rec.report.unrecorded:
-        lines.append(
-            f"  not recorded ({reason.name.lower().replace('_', ' ')}): {quote_path(path)}"
-        )
-    for path, why in rec.report.skipped:
-        lines.append(f"  skipped {quote_path(path)}: {one_line(why)}")
+        why.setdefault(reason.name.lower().replace("_", " "), []).append(path)
+    unlisted = [
+        f"  not recorded ({reason.name.lower().replace('_', ' ')}): {quote_path(path)}"
+        for path, reason in rec.report.unrecorded
+    ]
+    groups = [Group(f"not recorded ({w})", paths, []) for w, paths in why.items()]
+    if groups:  # listed, in their own order
+        groups[0] = Group(groups[0].label, groups[0].paths, unlisted)
+    groups += reasoned("skipped", rec.report.skipped)
+    lines += summed_up(groups, every)
     for warning in rec.report.warnings:
         lines.append(f"  warning: {one_line(warning)}")
     return doc, "\n".join(lines)
@@ -196,7 +160,10 @@ def changes(
     return doc, "\n".join(lines)
 
 
-def restored(res: Restored, target: Digest, dry_run: bool) -> tuple[dict[str, Any], str]:
+def restored(
+    res: Restored, target: Digest, dry_run: bool, every: bool = False
+) -> tuple[dict[str, Any], str]:
+    """A restore or its dry run; past 50 paths the text sums them up unless ``every``."""
     plan, result = res.plan, res.result
     skipped = list(plan.skipped) + (list(result.skipped) if result else [])
     if dry_run or result is None:
@@ -220,19 +187,41 @@ def restored(res: Restored, target: Digest, dry_run: bool) -> tuple[dict[str, An
         "skipped": [{"path": p, "reason": r} for p, r in skipped],
     }
     verb = "would " if dry_run else ""
+    groups = [
+        Group(f"{verb}{what}", paths, [f"  {verb}{what:<7} {quote_path(p + end)}" for p in paths])
+        for what, paths, end in (
+            ("write", written, ""),
+            ("delete", deleted, ""),
+            ("mkdir", made, "/"),
+            ("rmdir", removed, "/"),
+            ("chmod", modes, ""),
+        )
+    ]
+    groups += reasoned("skipped", skipped)
     lines = [f"{'dry run: ' if dry_run else ''}restore to {short(target)}"]
-    lines += [f"  {verb}write   {quote_path(p)}" for p in written]
-    lines += [f"  {verb}delete  {quote_path(p)}" for p in deleted]
-    lines += [f"  {verb}mkdir   {quote_path(p + '/')}" for p in made]
-    lines += [f"  {verb}rmdir   {quote_path(p + '/')}" for p in removed]
-    lines += [f"  {verb}chmod   {quote_path(p)}" for p in modes]
-    lines += [f"  skipped {quote_path(p)}: {one_line(r)}" for p, r in skipped]
+    lines += summed_up(groups, every)
     if not (written or deleted or made or removed or modes or skipped):
         lines.append("  nothing to do: the root already matches")
     elif res.before is not None:
         before = short(res.before.digest)
         lines.append(f"the state before is snapshot {before} (restore it to go back)")
     return doc, "\n".join(lines)
+
+
+def reasoned(what: str, items: list[tuple[str, str]]) -> list[Group]:
+    """``what PATH: WHY`` lines as ``summary.Group``s, one per reason.
+
+    Listed, the lines keep their order (all held by the first group); summed
+    up, each reason has its line.
+    """
+    by_reason: dict[str, list[str]] = {}
+    for path, why in items:
+        by_reason.setdefault(one_line(why), []).append(path)
+    lines = [f"  {what} {quote_path(p)}: {one_line(r)}" for p, r in items]
+    groups = [Group(f"{what.strip()} ({why})", paths, []) for why, paths in by_reason.items()]
+    if groups:
+        groups[0] = Group(groups[0].label, groups[0].paths, lines)
+    return groups
 
 
 def gc_report(report: GcReport) -> tuple[dict[str, Any], str]:

@@ -13,7 +13,8 @@ from earshot.agent.core.records import OUTSIDE
 from earshot.agent.core.reversal import Impact
 from earshot.cas.intents import Intent
 
-from .render import one_line, quote_path, when
+from .render import one_line, quote_path, reasoned, when
+from .summary import Group, summed_up
 
 NO_SESSIONS = "no sessions in this root ('earshot session new' starts one)"
 
@@ -221,7 +222,7 @@ def git_notice(paths: tuple[str, ...] | list[str], shown: int = 4) -> str:
 
 
 def impact(
-    result: Impact, what: str, dry_run: bool, session: str | None = None
+    result: Impact, what: str, dry_run: bool, session: str | None = None, every: bool = False
 ) -> tuple[dict[str, Any], str]:
     doc = {
         "batches": result.batches,
@@ -236,11 +237,14 @@ def impact(
         "dry_run": dry_run,
         "record": result.record,
     }
-    return doc, "\n".join(impact_lines(result, what, dry_run, session))
+    return doc, "\n".join(impact_lines(result, what, dry_run, session, every))
 
 
-def impact_lines(result: Impact, what: str, dry_run: bool, session: str | None = None) -> list[str]:
-    """An undo, redo or rewind impact for people: one line per path. ``session``:
+def impact_lines(
+    result: Impact, what: str, dry_run: bool, session: str | None = None, every: bool = False
+) -> list[str]:
+    """An undo, redo or rewind impact for people: one line per path, or past 50
+    paths their totals per folder (``every``: always each path). ``session``:
     the one the commands it suggests must name (the pseudo-session ``outside``
     is never the default)."""
     where = f" --session {OUTSIDE}" if session == OUTSIDE else ""
@@ -250,27 +254,33 @@ def impact_lines(result: Impact, what: str, dry_run: bool, session: str | None =
     else:
         head = f"{what} of batch {result.batches[0]}" if result.batches else f"{what}: none"
     lines = [("dry run: " if dry_run else "") + head]
-    lines += [f"  {verb}restore {quote_path(p)}" for p in result.restored]
-    lines += [f"  {verb}delete  {quote_path(p)}" for p in result.deleted]
-    lines += [f"  {verb}rmdir   {quote_path(p + '/')}" for p in result.removed_dirs]
-    lines += [f"  {verb}move    {quote_path(a)} -> {quote_path(b)}" for a, b in result.moved]
+    groups = [
+        Group(f"{verb}{w}", paths, [f"  {verb}{w:<7} {quote_path(p + end)}" for p in paths])
+        for w, paths, end in (
+            ("restore", result.restored, ""),
+            ("delete", result.deleted, ""),
+            ("rmdir", result.removed_dirs, "/"),
+        )
+    ]
+    moves = [f"  {verb}move    {quote_path(a)} -> {quote_path(b)}" for a, b in result.moved]
+    groups.append(Group(f"{verb}move", [a for a, _ in result.moved], moves))
     shared = set(result.ambiguous)
-    lines += [
-        f"  conflict {quote_path(p)}: "
-        + (
+    conflicts = [
+        (
+            p,
             "another session ran at the same time and may have made it; left alone "
             "(--force deletes)"
             if p in shared
             else "changed since the batch (undo never deletes that), or a parent is now a "
             "file or a link; left alone"
             if result.forced
-            else "changed since the batch; left alone (--force overwrites)"
+            else "changed since the batch; left alone (--force overwrites)",
         )
         for p in result.conflicts
     ]
-    lines += [
-        f"  kept    {quote_path(p)}: {one_line(r.removesuffix('; kept'))}" for p, r in result.kept
-    ]
+    groups += reasoned("conflict", conflicts)
+    groups += reasoned("kept   ", [(p, r.removesuffix("; kept")) for p, r in result.kept])
+    lines += summed_up(groups, every)
     if result.conflicts and what == "undo" and not dry_run and not result.forced:
         lines.append(
             f"a batch with conflicts stays to undo: 'earshot undo{where} --force' overwrites "

@@ -64,13 +64,14 @@ def tree(session: str | None, prompts: Sequence[Prompt]) -> tuple[dict[str, Any]
     return doc, "\n".join(lines)
 
 
-def _code_lines(result: Rewound) -> list[str]:
+def _code_lines(result: Rewound, every: bool) -> list[str]:
     assert result.impact is not None
-    return render_agent.impact_lines(result.impact, "rewind", result.dry_run)
+    return render_agent.impact_lines(result.impact, "rewind", result.dry_run, every=every)
 
 
-def rewound(result: Rewound) -> tuple[dict[str, Any], str]:
-    """The document, and the text: the code's impact (if any), then prompt N's text."""
+def rewound(result: Rewound, every: bool = False) -> tuple[dict[str, Any], str]:
+    """The document, and the text: the code's impact (if any), then prompt N's text
+    (past 50 paths the impact sums them up, unless ``every``)."""
     plan = result.plan
     code = None
     if result.impact is not None:
@@ -88,7 +89,7 @@ def rewound(result: Rewound) -> tuple[dict[str, Any], str]:
         "dry_run": result.dry_run,
         "code": code,
     }
-    lines = _code_lines(result) if result.impact is not None else []
+    lines = _code_lines(result, every) if result.impact is not None else []
     if result.dry_run:
         lines.append(f"dry run: would rewind to before prompt {plan.prompt.n}; its text:")
     lines.append(plan.prompt.text)

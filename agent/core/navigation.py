@@ -45,6 +45,7 @@ from earshot.agent.log.tree import Prompt
 from earshot.cas.errors import EarshotError
 from earshot.cas.intents import Held
 from earshot.cas.logs import get_logger
+from earshot.cas.progress import QUIET, Progress
 from earshot.cas.project import Project
 
 log = get_logger("earshot.agent.core.conversation")
@@ -198,7 +199,13 @@ def finish_navigation(project: Project, held: Held) -> Entry:
 
 
 def rewind(
-    engine: Engine, n: int, *, code: bool = False, force: bool = False, dry_run: bool = False
+    engine: Engine,
+    n: int,
+    *,
+    code: bool = False,
+    force: bool = False,
+    dry_run: bool = False,
+    progress: Progress = QUIET,
 ) -> Rewound:
     """Return the session's conversation to before prompt ``n``; with ``code``, its files too.
 
@@ -206,6 +213,7 @@ def rewind(
     another rewind has it). With ``code``: ``NothingToRestore`` when no batch
     after the prompt is left to undo (nothing is appended then); conflicts
     follow undo's rules (``force`` overwrites). ``dry_run`` writes nothing.
+    ``progress`` hears how far the undo of the files is.
     """
     intents = engine.project.intents
     if dry_run:  # writes nothing: not even the log of a session that has none
@@ -232,7 +240,12 @@ def rewind(
                 then = intents.new(NAVIGATE, {"session": session_log.id, "target": plan.target})
             try:
                 impact = undo_batches(
-                    engine, list(plan.batches), force=force, dry_run=dry_run, then=then
+                    engine,
+                    list(plan.batches),
+                    force=force,
+                    dry_run=dry_run,
+                    then=then,
+                    progress=progress,
                 )
             except BaseException as exc:
                 if then is not None:

@@ -16,6 +16,7 @@ touched.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from earshot.cas.digest import Digest
 from earshot.cas.intents import Held
 from earshot.cas.lookup import is_dir, lookup
 from earshot.cas.objects import ObjectReader
+from earshot.cas.progress import QUIET, Progress
 from earshot.cas.project import Project
 from earshot.cas.restore import RestorePlan
 from earshot.cas.tree import Kind, TreeEntry
@@ -241,11 +243,23 @@ def _entry(path: str, state: State) -> TreeEntry:
     return TreeEntry(name, state.kind, state.mode, 0, state.digest)
 
 
+#: What the progress calls applying each kind of reversal.
+_DOING = {"undo": "undoing", "redo": "redoing", "rewind": "rewinding"}
+
+
+def _counted(steps: list[Step], progress: Progress) -> Iterator[Step]:
+    """The steps, each told to ``progress`` once the loop is done with it."""
+    for step in steps:
+        yield step
+        progress.advance()
+
+
 class Reverter:
     """Plans and applies the reversal of a set of ledger steps."""
 
-    def __init__(self, project: Project) -> None:
+    def __init__(self, project: Project, progress: Progress = QUIET) -> None:
         self.project = project
+        self.progress = progress
 
     def plan(
         self, rev: Reversal, now_tree: Digest | None, impact: Impact, force: bool
@@ -286,7 +300,8 @@ class Reverter:
                     self._parents(reader, now_tree, rev.anchor_tree, source, plan, mkdirs)
                     plan.renames.append((dst, source, ident_now(self.project.root, dst)))
                     impact.moved.append((dst, source))
-            for step in rev.steps:
+            self.progress.stage("checking", total=len(rev.steps))
+            for step in _counted(rev.steps, self.progress):
                 current = currents[step.path]
                 if carried and step.path.startswith(carried):
                     continue  # it goes back with the directory that holds it
@@ -418,7 +433,10 @@ class Reverter:
     def apply(self, plan: RestorePlan, now_tree: Digest, impact: Impact, held: Held) -> Digest:
         """Carry out a verified plan; record and return the snapshot after it."""
         with self.project.store.reader() as blobs:
-            result = Applier(str(self.project.root), blobs, held.id).apply(plan, verified=True)
+            applier = Applier(str(self.project.root), blobs, held.id, self.progress)
+            result = applier.apply(
+                plan, verified=True, label=_DOING.get(held.intent.kind, "applying")
+            )
         for path, reason in result.skipped:
             # A directory that holds what is not the batches' stays, and so
             # does the file that cannot replace it: no retry would do more.
@@ -436,7 +454,12 @@ class Reverter:
         # whatever the ignore rules say (a .env ignored since stays held).
         # What was moved back is not held: judged by the rules, as it was.
         after = self.project.record(
-            sorted(touched | moved), base=now_tree, note="after undo", listed=False, forced=touched
+            sorted(touched | moved),
+            base=now_tree,
+            note="after undo",
+            listed=False,
+            forced=touched,
+            progress=self.progress,
         )
         return after.digest
 

@@ -29,6 +29,7 @@ from earshot.agent.log.ids import new_session_id
 from earshot.cas.digest import Digest
 from earshot.cas.gc import GcReport
 from earshot.cas.lmdb_backend import StoreBusy
+from earshot.cas.progress import QUIET, Progress
 from earshot.cas.project import Project
 
 DEFAULT_KEEP_SESSIONS = 20
@@ -163,8 +164,11 @@ def kept_roots(project: Project) -> list[Digest]:
 
 
 def collect(
-    project: Project, keep_sessions: int = DEFAULT_KEEP_SESSIONS, compact: bool = False
+    project: Project,
+    keep_sessions: int = DEFAULT_KEEP_SESSIONS,
+    compact: bool = False,
+    progress: Progress = QUIET,
 ) -> GcReport:
     """Retention, then gc: prune old sessions' batches, keep every snapshot still named."""
     prune_sessions(project, keep_sessions)
-    return project.gc(extra_roots=lambda: kept_roots(project), compact=compact)
+    return project.gc(extra_roots=lambda: kept_roots(project), compact=compact, progress=progress)

@@ -49,6 +49,7 @@ from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.intents import Held
 from earshot.cas.lookup import is_dir, lookup
+from earshot.cas.progress import QUIET, Progress
 from earshot.cas.project import Project
 from earshot.cas.tree import Kind
 
@@ -167,8 +168,15 @@ def refuse_if_unrecorded(engine: Engine) -> None:
         raise DamagedIntent(damaged[0][1].what)
 
 
-def undo(engine: Engine, count: int = 1, *, force: bool = False, dry_run: bool = False) -> Impact:
-    """Revert the session's last ``count`` undoable batches."""
+def undo(
+    engine: Engine,
+    count: int = 1,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    progress: Progress = QUIET,
+) -> Impact:
+    """Revert the session's last ``count`` undoable batches (``progress`` hears how far)."""
     with project_lock(engine.project):
         if not dry_run:
             # An agent's batch left open with no call running (the agent waits
@@ -184,7 +192,7 @@ def undo(engine: Engine, count: int = 1, *, force: bool = False, dry_run: bool =
         rev = undo_reversal(
             engine.project, _full(engine, candidates[-count:]), BatchKind.UNDO, call
         )
-        return _revert(engine, rev, force=force, dry_run=dry_run)
+        return _revert(engine, rev, force=force, dry_run=dry_run, progress=progress)
 
 
 def undo_batches(
@@ -195,6 +203,7 @@ def undo_batches(
     dry_run: bool = False,
     kind: BatchKind = BatchKind.REWIND,
     then: Held | None = None,
+    progress: Progress = QUIET,
 ) -> Impact:
     """Revert the named batches of the session that are still undoable (rewind --code).
 
@@ -211,10 +220,12 @@ def undo_batches(
             raise NothingToUndo("restore")
         call: dict[str, Any] = {"tool": kind.value, "batches": sorted(wanted)}
         rev = undo_reversal(engine.project, _full(engine, targets), kind, call)
-        return _revert(engine, rev, force=force, dry_run=dry_run, then=then)
+        return _revert(engine, rev, force=force, dry_run=dry_run, then=then, progress=progress)
 
 
-def redo(engine: Engine, *, force: bool = False, dry_run: bool = False) -> Impact:
+def redo(
+    engine: Engine, *, force: bool = False, dry_run: bool = False, progress: Progress = QUIET
+) -> Impact:
     """Replay the most recent undo (or rewind) that has not been redone."""
     with project_lock(engine.project):
         if not dry_run:
@@ -228,7 +239,8 @@ def redo(engine: Engine, *, force: bool = False, dry_run: bool = False) -> Impac
         if not undos:
             raise NothingToUndo("redo")
         (last,) = _full(engine, undos[-1:])
-        return _revert(engine, redo_reversal(engine.project, last), force=force, dry_run=dry_run)
+        rev = redo_reversal(engine.project, last)
+        return _revert(engine, rev, force=force, dry_run=dry_run, progress=progress)
 
 
 def finish_revert(engine: Engine, held: Held, then: Held | None = None) -> Impact:
@@ -262,19 +274,22 @@ def _revert(
     dry_run: bool,
     resume: Held | None = None,
     then: Held | None = None,
+    progress: Progress = QUIET,
 ) -> Impact:
     """Revert ``rev`` and record it as a batch of its kind (see the module docstring)."""
     project = engine.project
     impact = Impact(batches=list(rev.shown), forced=force)
     if not dry_run:
         engine.begin_own_changes()
-    reverter = Reverter(engine.project)
+    reverter = Reverter(engine.project, progress)
     paths = sorted({s.path for s in rev.steps})
     # Forced: a path whose content a ledger holds is recorded whatever the
     # ignore rules and limits say; one it held only as existence is judged
     # as a walk judges it (a moved 70 MiB file is not read).
     forced = [s.path for s in rev.steps if _held(s.expect) or _held(s.restore_to)]
-    now = project.record(paths, note=f"before {rev.kind.value}", listed=False, forced=forced)
+    now = project.record(
+        paths, note=f"before {rev.kind.value}", listed=False, forced=forced, progress=progress
+    )
     plan = reverter.plan(rev, now.snapshot.tree, impact, force)
     if dry_run:
         return impact

@@ -21,8 +21,8 @@ from earshot.agent.core.tracker import ChangeTracker
 from earshot.cas.digest import Digest
 from earshot.cas.logs import get_logger
 from earshot.cas.mapped import shared_writable_mappings
+from earshot.cas.progress import QUIET, Progress
 from earshot.cas.project import Project, Recorded
-from earshot.cas.recording import ProgressFn
 
 log = get_logger("earshot.agent")
 
@@ -88,7 +88,7 @@ def record_now(
     note: str,
     *,
     listed: bool = True,
-    progress: ProgressFn | None = None,
+    progress: Progress = QUIET,
 ) -> tuple[Recorded, bool]:
     """Record the root as it is now; (what was recorded, whether the daemon vouched).
 
@@ -106,7 +106,9 @@ def record_now(
             with project.store.backend.read() as view:
                 written = {p for record in all_sessions(view) for p in record.written}
             paths = sorted(vouched.seen | written)
-            rec = project.record(paths, base=vouched.tree, note=note, listed=listed)
+            rec = project.record(
+                paths, base=vouched.tree, note=note, listed=listed, progress=progress
+            )
             leave_mark(project, vouched.token, rec.snapshot.tree)
             return rec, True
     token = tracker.token() if tracker is not None else None

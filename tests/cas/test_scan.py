@@ -14,6 +14,7 @@ import pytest
 from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.keep import KeepIgnored
 from earshot.cas.objects import Location, ObjectStore
+from earshot.cas.progress import QUIET, Progress
 from earshot.cas.recording import TEMP_PREFIX, ScanOptions, ScanReport
 from earshot.cas.scan import Scanner
 from earshot.cas.statcache import SMUDGED, load_record
@@ -41,10 +42,10 @@ def scan(
     root: Path,
     options: ScanOptions | None = None,
     use_cache: bool = True,
-    progress: object = None,
+    progress: Progress = QUIET,
 ) -> tuple[Digest, ScanReport]:
     with store.writer() as writer:
-        scanner = Scanner(root, writer, options, progress=progress, use_cache=use_cache)  # type: ignore[arg-type]
+        scanner = Scanner(root, writer, options, progress=progress, use_cache=use_cache)
         tree = scanner.scan_root(root.parent / "scan.marker")
     return tree, scanner.report
 
@@ -481,18 +482,34 @@ def test_directory_listed_within_the_racy_margin_is_listed_again_next_time(
     assert b"d/b" in flatten(store, tree)
 
 
-def test_progress_reports_a_growing_count_that_ends_at_the_entries_walked(
+class _Counted(Progress):
+    def __init__(self) -> None:
+        self.stages: list[str] = []
+        self.counts: list[int] = []
+        self.nbytes = 0
+
+    def stage(
+        self, label: str, total: int | None = None, total_bytes: int | None = None, unit: str = ""
+    ) -> None:
+        self.stages.append(label)
+
+    def advance(self, count: int = 1, nbytes: int = 0) -> None:
+        self.counts.append(count)
+        self.nbytes += nbytes
+
+
+def test_progress_counts_every_entry_walked_and_every_byte_read(
     store: ObjectStore, root: Path
 ) -> None:
     for d in range(3):
         (root / f"d{d}").mkdir()
         for f in range(5):
-            (root / f"d{d}" / f"f{f}").write_bytes(b"")
-    seen: list[int] = []
-    scan(store, root, progress=seen.append)
-    assert seen, "no progress reported"
-    assert seen == sorted(seen)
-    assert seen[-1] == 3 + 15
+            (root / f"d{d}" / f"f{f}").write_bytes(b"x" * f)
+    counted = _Counted()
+    scan(store, root, progress=counted)
+    assert len(counted.counts) > 1, "progress told once, at the end"
+    assert sum(counted.counts) == 3 + 15
+    assert counted.nbytes == 3 * (0 + 1 + 2 + 3 + 4)
 
 
 def test_scan_stores_each_distinct_content_once(store: ObjectStore, root: Path) -> None:
