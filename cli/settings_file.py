@@ -104,6 +104,8 @@ def _read(path: str) -> dict[str, object]:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"{path}: not valid TOML: not UTF-8") from None
     except OSError as exc:
         raise SettingsError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 

@@ -73,12 +73,15 @@ def test_an_unknown_setting_is_one_warning_and_the_rest_apply(cli: Cli) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["max_file_size = [", "max_file_size = [1, 2]\n"], ids=["not-toml", "a-list"]
+    "text",
+    [b"max_file_size = [", b"max_file_size = [1, 2]\n", b'model = "\xff"\n'],
+    ids=["not-toml", "a-list", "not-utf-8"],
 )
 def test_a_broken_file_is_one_line_and_nothing_is_made(
-    cli: Cli, text: str, check_error: object
+    cli: Cli, text: bytes, check_error: object
 ) -> None:
-    path = _user_config(cli, text)
+    path = _user_config(cli, "")
+    path.write_bytes(text)
     before = sorted(p.name for p in cli.home.iterdir())
     ran = cli.run("snapshot", expect=1)
     line = check_error(ran)  # type: ignore[operator]
