@@ -438,6 +438,24 @@ MUTANTS = [
         "        if pid.isdigit():",
         "tests/cli/test_purge.py -k killed",
     ),
+    (
+        "cli/cmd_install.py",
+        "        if why is not None:\n            fail(f\"--command {program}: {why}; nothing was written\"",
+        "        if False:\n            fail(f\"--command {program}: {why}; nothing was written\"",
+        "tests/cli/test_install_safety.py -k refuses",
+    ),
+    (
+        "agent/hooks/codex_config.py",
+        "            if tomllib.loads(out) == expected:",
+        "            if True:",
+        "tests/cli/test_install_safety.py -k valid_toml",
+    ),
+    (
+        "cli/settings_file.py",
+        "            elif is_project and not spec[1]:",
+        "            elif False:",
+        "tests/cli/test_settings_file.py -k may_not",
+    ),
 ]
 
 
