@@ -176,7 +176,9 @@ class Slash:
 
     def do_model(self, args: list[str]) -> None:
         if args:
-            self.chat.provider = make_provider(args[0])
+            chosen = make_provider(args[0])
+            chosen.check()  # a model without its key is not switched to
+            self.chat.provider = chosen
         self.screen.say(f"model: {self.chat.provider.name}")
 
     # -- the code -------------------------------------------------------------

@@ -253,6 +253,7 @@ def chat(
     try:
         allowed = parse_allow(allow)
         provider = make_provider(model)
+        provider.check()  # no key: said now, before a session or a request
         preload(provider)  # the SDK loads while the session opens
         session = (resume_id, continue_)
         if prompt is not None:
