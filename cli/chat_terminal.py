@@ -34,6 +34,7 @@ from earshot.agent.loop.provider import Reply
 from earshot.cas.errors import EarshotError
 
 from . import chat_render
+from .chat_advice import in_chat
 from .chat_commands import HELP, Slash, is_command
 
 #: Two Ctrl-C within this many seconds leave.
@@ -179,7 +180,7 @@ class Terminal:
             try:
                 work()
             except EarshotError as exc:
-                self.say(Text(f"earshot: {exc}", "red"))
+                self.say(Text(f"earshot: {in_chat(str(exc))}", "red"))
             except Exception as exc:  # a face must outlive one failure: said, not raised
                 self.say(f"earshot: {type(exc).__name__}: {exc}")
             finally:
@@ -199,7 +200,7 @@ class Terminal:
         self._turning = False
         self._md.flush()
         if result.stop == "error":
-            self.say(Text(f"earshot: {result.error}", "red"))
+            self.say(Text(f"earshot: {in_chat(result.error or '')}", "red"))
             self.say(Text("  the session is as it was; send again when ready", "dim"))
         elif result.stop == "interrupted":
             self.say(Text("  interrupted: every call has its result; go on when ready", "yellow"))
@@ -343,7 +344,7 @@ class Terminal:
         self.say(Text(f"  ↳ sent to the model: {text.strip()[:80]}", "dim"))
 
     def notice(self, text: str) -> None:
-        self.say(Text(f"earshot: {text}", "yellow"))
+        self.say(Text(f"earshot: {in_chat(text)}", "yellow"))
 
     def ask(self, tool: str, detail: str) -> Answer:
         self.say(Text.assemble(("allow ", "yellow"), (tool, "bold"), (f": {detail[:300]}", "")))
