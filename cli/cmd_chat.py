@@ -48,6 +48,15 @@ class _Quiet:
     def reply(self, reply: Reply) -> None:
         pass
 
+    def command(self, command: str) -> None:
+        pass
+
+    def output(self, text: str) -> None:
+        pass
+
+    def command_ended(self) -> None:
+        pass
+
     def result(self, use: Use, output: Output) -> None:
         pass
 

@@ -53,6 +53,8 @@ class Screen:
             self.child.logfile_read = open(log, "a")  # noqa: SIM115 (closed by close_log)
         self.child.expect("Esc stops a turn")
         self.session = self._banner_session()
+        #: Whether a question's options were on the screen since the last answer.
+        self._asked = False
 
     def _banner_session(self) -> str:
         found = re.search(r"session (\w+)", self.child.before + self.child.after)
@@ -66,12 +68,20 @@ class Screen:
         """Wait for ``pattern`` (a regular expression); what came before it."""
         self.child.expect(pattern)
         before: str = self.child.before
+        self._asked = self._asked or "[y" in before + str(self.child.after)
         return before
 
-    def answer(self, text: str) -> None:
-        """Answer the question now on the input line."""
-        self.expect(r"\[y")  # the question's options
-        self.line(text)
+    def answer(self, key: str) -> None:
+        """Answer the question now on the input line with one key.
+
+        The question is drawn on the input line while what precedes it (an
+        impact, a call) is printed above by another thread, in either order:
+        it may have come before the text a test waited for."""
+        if not self._asked:
+            self.expect(r"\[y")  # the question's options
+        self._asked = False
+        self.child.send(key)
+        self.child.expect("→ ")  # taken: its echo (what came before it is stale)
 
     def requests(self, count: int) -> list[dict[str, Any]]:
         """Wait until the model got ``count`` main requests; their bodies."""
