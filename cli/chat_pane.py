@@ -33,6 +33,8 @@ class CommandPane:
         self.started = 0.0
         self.size = lines
         self.lines: deque[str] = deque(maxlen=lines)
+        #: Lines of output so far, the ones scrolled out of the pane included.
+        self.count = 0
         self._partial = ""
 
     @property
@@ -43,11 +45,13 @@ class CommandPane:
         self.command = command
         self.started = time.monotonic()
         self.lines.clear()
+        self.count = 0
         self._partial = ""
 
     def feed(self, text: str) -> None:
         *complete, self._partial = (self._partial + text).split("\n")
         self.lines.extend(_shown(line) for line in complete)
+        self.count += len(complete)
 
     def end(self) -> None:
         self.command = None
@@ -58,7 +62,9 @@ class CommandPane:
             return []
         elapsed = int(time.monotonic() - self.started)
         head = f"  ⏵ {_shown(self.command.splitlines()[0] if self.command else '')}"
-        tail = f"  {elapsed}s · Esc stops"
+        count = self.count + bool(self._partial)
+        lines = f" · {count} line{'s' if count != 1 else ''}" if count else ""
+        tail = f"  {elapsed}s{lines} · Esc stops"
         room = max(10, width - len(tail) - 1)
         rows = [("bold", (head if len(head) <= room else head[: room - 1] + "…") + tail)]
         shown = list(self.lines)

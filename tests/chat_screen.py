@@ -91,11 +91,14 @@ class Screen:
             time.sleep(0.05)
         return self.server.main_requests
 
-    def leave(self) -> None:
+    def leave(self) -> str:
+        """/exit; what the chat said until it ended."""
         self.line("/exit")
         self.child.expect(pexpect.EOF)
+        said: str = self.child.before
         self.child.close()
         assert self.child.exitstatus == 0
+        return said
 
     def close_log(self) -> None:
         if self.child.logfile_read is not None:

@@ -64,6 +64,7 @@ def test_exit_while_a_permission_question_is_pending_leaves_and_runs_nothing(
     screen.line("go")
     screen.expect(r"allow\? \[y\]")
     screen.line("/exit")
+    screen.expect(f"earshot chat --resume {screen.session} goes on in this session")
     screen.child.expect(pexpect.EOF)
     screen.child.close()
     assert screen.child.exitstatus == 0

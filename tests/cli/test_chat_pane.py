@@ -21,7 +21,7 @@ def test_the_pane_keeps_the_last_lines_as_a_terminal_would_show_them() -> None:
     pane.feed("ee\n\x1b[31mred\x1b[0m\n")
     pane.feed("progress 10%\rprogress 90%\nbell\x07 and tab\there")
     head, *rows = pane.rows(40)
-    assert head[1].startswith("  ⏵ make test ") and head[1].endswith("0s · Esc stops")
+    assert head[1].startswith("  ⏵ make test ") and head[1].endswith("0s · 6 lines · Esc stops")
     assert [text for _, text in rows] == [
         "    red",
         "    progress 90%",
@@ -42,7 +42,7 @@ def test_a_running_commands_output_shows_live_then_gives_way_to_its_result(
     )
     screen = chat([[ToolCall("bash", {"command": command})], "Ran it."], "--allow", "bash")
     screen.line("run it")
-    screen.expect(r"\ds · Esc stops")  # the pane's head: the command's time
+    screen.expect(r"\ds( · \d+ lines?)? · Esc stops")  # the pane's head: the command's time
     screen.expect("line-12")  # the command still runs: it waits for go
     assert not go.exists()
     go.touch()

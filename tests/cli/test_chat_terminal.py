@@ -331,7 +331,7 @@ def test_a_chat_closed_before_its_first_prompt_leaves_no_session(
     cli.run("bash", "echo made > made.txt", session=worked)
     screen = chat([])
     assert screen.session != worked
-    screen.leave()
+    assert "--resume" not in screen.leave()  # nothing to come back to
     assert [s["id"] for s in cli.json("sessions")["sessions"]] == [worked]
     assert not list((cli.home / "sessions").glob(f"*/{screen.session}*"))
 
