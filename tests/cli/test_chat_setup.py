@@ -11,8 +11,9 @@ import socket
 import threading
 from collections.abc import Iterator
 
+import pexpect
 import pytest
-from earshot_cli import Cli
+from earshot_cli import EARSHOT, Cli
 from model_servers import AnthropicServer, ChatCompletionsServer, Fail
 
 #: provider -> (its model, its key variable, its base URL variable, the URL's path).
@@ -126,3 +127,15 @@ def test_a_refused_key_names_its_variable(cli: Cli) -> None:
         assert len(server.main_requests) == 1
     (line,) = ran.stderr.splitlines()
     assert "the key was refused: check ANTHROPIC_API_KEY" in line
+
+
+def test_the_terminal_chat_without_a_key_stops_before_it_opens(cli: Cli) -> None:
+    env = env_without(cli, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", TERM="xterm-256color")
+    child = pexpect.spawn(
+        str(EARSHOT), ["chat"], cwd=str(cli.root), env=env, encoding="utf-8", timeout=60
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    assert "no API key: set ANTHROPIC_API_KEY" in child.before
+    assert child.exitstatus == 1
+    assert not (cli.home / "sessions").exists() or cli.json("sessions")["sessions"] == []
