@@ -59,6 +59,8 @@ _CONFIRMED = {"y": "yes", "n": "no"}
 class _Question:
     text: str
     choices: tuple[str, ...]
+    #: What the input line held when the question came: typed before it, never its answer.
+    typed_before: str = ""
     answer: str | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -321,7 +323,7 @@ class Terminal:
 
     def _answer(self, question: _Question, text: str) -> None:
         """A line typed at a question: an answer, /exit, or text meant for something else."""
-        if text.lower() in question.choices:
+        if text.lower() in question.choices and text != question.typed_before:
             question.give(text.lower())
         elif text.split()[:1] and text.split()[0] in _LEAVE:
             question.give("n")
@@ -333,7 +335,7 @@ class Terminal:
             self.prefill(text)
 
     def _ask(self, text: str, choices: tuple[str, ...]) -> str:
-        question = _Question(text, choices)
+        question = _Question(text, choices, self._current_text().strip())
         self._question = question
         self._invalidate()
         while not question.done.wait(0.2):

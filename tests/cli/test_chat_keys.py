@@ -3,11 +3,12 @@ nothing is asked is text, and /exit and Ctrl-D leave whatever is going on."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pexpect
-from chat_screen import Screen, entries
+from chat_screen import WAIT_S, Screen, entries
 from earshot_cli import Cli
 from model_servers import Hang, ToolCall
 
@@ -96,3 +97,38 @@ def test_ctrl_d_and_exit_leave_while_the_model_works(chat: Callable[..., Screen]
         screen.child.expect(pexpect.EOF)
         screen.child.close()
         assert screen.child.exitstatus == 0
+
+
+def test_a_key_typed_before_a_question_came_is_not_its_answer(
+    cli: Cli, root: Path, chat: Callable[..., Screen], tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    screen = chat(
+        [
+            [
+                ToolCall(
+                    "bash", {"command": f"touch started; while [ ! -e {go} ]; do sleep 0.05; done"}
+                )
+            ],
+            [ToolCall("write_file", {"path": "w.txt", "content": "w"})],
+            "Done.",
+        ],
+        "--allow",
+        "bash",
+    )
+    screen.line("go")
+    deadline = time.monotonic() + WAIT_S
+    while not (root / "started").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    screen.child.send("y")  # nothing is asked: a letter of the input line
+    screen.expect(r"\x1b\[0my")  # drawn in the input line (plain, after the prompt's colour)
+    go.touch()
+    screen.expect(r"allow\? \[y\]")  # write_file: the "y" is still in the input line
+    screen.child.send("\r")
+    screen.expect("answer the question first")
+    screen.child.send("\x15")  # Ctrl-U: the line cleared, a key answers
+    screen.answer("n")
+    screen.expect("Done")
+    assert not (root / "w.txt").exists()
+    screen.leave()
