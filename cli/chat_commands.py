@@ -23,6 +23,7 @@ from earshot.agent.loop.provider import make_provider
 from earshot.cas.errors import EarshotError
 
 from . import render_agent, render_session
+from .chat_advice import in_chat
 from .cmd_diff import batch_changes, patches_of
 from .render import changes as render_changes
 
@@ -73,23 +74,26 @@ class Slash:
         try:
             words = shlex.split(line[1:])
         except ValueError as exc:
-            self.screen.say(f"earshot: {exc}")
+            self._say(f"earshot: {exc}")
             return
         if not words:
-            self.screen.say(HELP)
+            self._say(HELP)
             return
         name, args = words[0], words[1:]
         handler: Callable[[list[str]], None] | None = getattr(self, f"do_{name}", None)
         if handler is None:
-            self.screen.say(f"earshot: no command /{name} (/help lists them)")
+            self._say(f"earshot: no command /{name} (/help lists them)")
             return
         try:
             handler(args)
         except (EarshotError, OSError) as exc:
             text = str(exc) if isinstance(exc, EarshotError) else (exc.strerror or str(exc))
-            self.screen.say(f"earshot: {text}")
+            self._say(f"earshot: {text}")
 
     # -- helpers ------------------------------------------------------------
+
+    def _say(self, text: str) -> None:
+        self.screen.say(in_chat(text))
 
     @staticmethod
     def _number(args: list[str], default: int | None, what: str) -> int | None:
@@ -106,7 +110,7 @@ class Slash:
     # -- the conversation ---------------------------------------------------------
 
     def do_help(self, args: list[str]) -> None:
-        self.screen.say(HELP)
+        self._say(HELP)
 
     def do_exit(self, args: list[str]) -> None:
         self.screen.leave()
@@ -116,7 +120,7 @@ class Slash:
     def do_tree(self, args: list[str]) -> None:
         with self.chat.workspace.project(finish=False) as project:
             prompts = navigation.read_prompts(project, self._session)
-        self.screen.say(render_session.tree(self._session, prompts)[1])
+        self._say(render_session.tree(self._session, prompts)[1])
 
     def do_rewind(self, args: list[str]) -> None:
         code = "--code" in args
@@ -139,8 +143,8 @@ class Slash:
                 return
             result = navigation.rewind(engine, n, code=code)
         if result.impact is not None:
-            self.screen.say("\n".join(render_agent.impact_lines(result.impact, "rewind", False)))
-        self.screen.say(f"back before prompt {n}; its text is in the input line to edit")
+            self._say("\n".join(render_agent.impact_lines(result.impact, "rewind", False)))
+        self._say(f"back before prompt {n}; its text is in the input line to edit")
         self.screen.prefill(result.plan.prompt.text)
 
     def do_fork(self, args: list[str]) -> None:
@@ -149,7 +153,7 @@ class Slash:
             forked = navigation.fork(project, self._session, n)
         old = self._session
         self.chat.switch(forked.record.id)
-        self.screen.say(
+        self._say(
             f"forked session {old} into {forked.record.id} ({forked.prompts} prompts); "
             f"now in {forked.record.id} (/resume {old} goes back)"
         )
@@ -157,7 +161,7 @@ class Slash:
     def do_sessions(self, args: list[str]) -> None:
         with self.chat.workspace.project(finish=False) as project:
             items = conversation.summaries(project, with_prompt_counts=True)
-        self.screen.say(render_session.sessions(items)[1])
+        self._say(render_session.sessions(items)[1])
 
     def do_resume(self, args: list[str]) -> None:
         if len(args) != 1:
@@ -166,18 +170,20 @@ class Slash:
         self.chat.switch(ident)
         with self.chat.workspace.project(finish=False) as project:
             prompts = navigation.read_prompts(project, ident)
-        self.screen.say(f"now in session {ident} ({len(prompts)} prompts)")
+        self._say(f"now in session {ident} ({len(prompts)} prompts)")
 
     def do_compact(self, args: list[str]) -> None:
         summary = self.chat.compact()
-        self.screen.say(
+        self._say(
             f"compacted: the context now starts from a summary of {len(summary):,} characters"
         )
 
     def do_model(self, args: list[str]) -> None:
         if args:
-            self.chat.provider = make_provider(args[0])
-        self.screen.say(f"model: {self.chat.provider.name}")
+            chosen = make_provider(args[0])
+            chosen.check()  # a model without its key is not switched to
+            self.chat.provider = chosen
+        self._say(f"model: {self.chat.provider.name}")
 
     # -- the code -------------------------------------------------------------
 
@@ -187,7 +193,7 @@ class Slash:
             project.store.backend.read() as view,
         ):
             batches = session_batches(view, self._session)
-        self.screen.say(render_agent.log(self._session, batches)[1])
+        self._say(render_agent.log(self._session, batches)[1])
 
     def do_diff(self, args: list[str]) -> None:
         seq = self._number(args, None, "/diff")
@@ -196,12 +202,12 @@ class Slash:
                 with project.store.backend.read() as view:
                     batches = session_batches(view, self._session)
                 if not batches:
-                    self.screen.say("no batches yet")
+                    self._say("no batches yet")
                     return
                 seq = batches[-1].seq
             changes = batch_changes(project, self._session, seq)
             text = render_changes(changes, False, patches_of(project, changes))[1]
-        self.screen.say(f"batch {seq}:")
+        self._say(f"batch {seq}:")
         self.screen.diff(text)
 
     def do_undo(self, args: list[str]) -> None:
@@ -218,7 +224,7 @@ class Slash:
             if self._moved(dry(engine), shown):
                 return
             done = undo_batches(engine, count)
-        self.screen.say(render_agent.impact(done, "undo", False)[1])
+        self._say(render_agent.impact(done, "undo", False)[1])
 
     def do_redo(self, args: list[str]) -> None:
         def dry(engine: Engine) -> str:
@@ -231,7 +237,7 @@ class Slash:
             if self._moved(dry(engine), shown):
                 return
             done = redo_batches(engine)
-        self.screen.say(render_agent.impact(done, "redo", False)[1])
+        self._say(render_agent.impact(done, "redo", False)[1])
 
     def _asked(self, dry: Callable[[Engine], str], question: str) -> str | None:
         """Show the impact ``dry`` renders and ask; the impact shown if the answer is yes.
@@ -241,17 +247,17 @@ class Slash:
         """
         with self.chat.workspace.engine(self._session) as engine:
             shown = dry(engine)
-        self.screen.say(shown)
+        self._say(shown)
         if self.screen.confirm(question):
             return shown
-        self.screen.say("nothing changed")
+        self._say("nothing changed")
         return None
 
     def _moved(self, now: str, shown: str | None) -> bool:
         """Whether the impact is no longer the one agreed to (said, and nothing done)."""
         if now == shown:
             return False
-        self.screen.say(
+        self._say(
             "the impact changed while you answered (another command ran): nothing changed; "
             "run it again to see it as it is now"
         )

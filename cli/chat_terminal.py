@@ -4,9 +4,12 @@ The input line (prompt_toolkit) stays live while a turn runs on a thread
 of its own (``Chat.turn``): a line typed meanwhile is queued for the
 model's next call (``Chat.steer``), Esc stops the turn
 (``Chat.interrupt``), Ctrl-C stops it too and, twice in a row, leaves, as
-``/exit`` and Ctrl-D on an empty line do. Whatever the turn prints goes
-above the input line (``patch_stdout``). A question (may bash run? undo
-this?) is asked on the input line itself: its next line answers it.
+``/exit`` and Ctrl-D on an empty line do, whatever is going on. Whatever
+the turn prints goes above the input line (``patch_stdout``). A question
+(may bash run? undo this?) is asked on the input line itself: one key
+answers it (y, a, n) when the line is empty; text typed there is never an
+answer. An answer typed when nothing is asked (``y`` then Enter) is not
+sent at once: it stays in the input line, said so, and Enter sends it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.document import Document
+from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
@@ -34,7 +38,9 @@ from earshot.agent.loop.provider import Reply
 from earshot.cas.errors import EarshotError
 
 from . import chat_render
+from .chat_advice import in_chat
 from .chat_commands import HELP, Slash, is_command
+from .chat_pane import CommandPane
 
 #: Two Ctrl-C within this many seconds leave.
 DOUBLE_PRESS_S = 2.0
@@ -44,12 +50,17 @@ _LEAVE = ("/exit", "/quit")
 #: The answers a permission question takes; a confirmation takes y or n.
 _CHOICES = ("y", "yes", "a", "always", "n", "no")
 _YES_NO = ("y", "yes", "n", "no", "")
+#: What each answer is echoed as, once given.
+_SAID = {"y": "allowed once", "a": "allowed for this session", "n": "denied"}
+_CONFIRMED = {"y": "yes", "n": "no"}
 
 
 @dataclass
 class _Question:
     text: str
     choices: tuple[str, ...]
+    #: What the input line held when the question came: typed before it, never its answer.
+    typed_before: str = ""
     answer: str | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -64,6 +75,7 @@ class Terminal:
     def __init__(self, make_chat: Callable[[Terminal], Chat]) -> None:
         self.console = Console(force_terminal=True, highlight=False, soft_wrap=False)
         self._md = chat_render.MarkdownStream(self.console)
+        self._pane = CommandPane()
         self._question: _Question | None = None
         self._worker: threading.Thread | None = None
         #: Whether the worker runs a turn (not a slash command).
@@ -73,6 +85,8 @@ class Terminal:
         self._pending: list[str] = []
         self._leaving = False
         self._last_ctrl_c = 0.0
+        #: An answer word typed when nothing was asked, held back once (``_stray``).
+        self._held: str | None = None
         self._session: PromptSession[str] | None = None
         self._signalled: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -143,6 +157,8 @@ class Terminal:
             return
         if not text:
             return
+        if self._stray(text):
+            return
         if is_command(text):
             name = text.split()[0]
             if name in _LEAVE:
@@ -166,6 +182,19 @@ class Terminal:
             return
         self._start(lambda: self._turn(line))
 
+    def _stray(self, text: str) -> bool:
+        """Whether ``text`` is an answer typed when nothing is asked, held back:
+        it goes back to the input line, said so; the same line again is sent."""
+        held, self._held = self._held, None
+        if text.lower() not in _CHOICES or held == text:
+            return False
+        self._held = text
+        self.say(
+            Text(f"  nothing is asked now: {text!r} is in the input line; Enter sends it", "dim")
+        )
+        self.prefill(text)
+        return True
+
     def _next(self) -> None:
         """On the input line's loop, once a worker ended: what was typed meanwhile."""
         worker = self._worker
@@ -179,7 +208,7 @@ class Terminal:
             try:
                 work()
             except EarshotError as exc:
-                self.say(Text(f"earshot: {exc}", "red"))
+                self.say(Text(f"earshot: {in_chat(str(exc))}", "red"))
             except Exception as exc:  # a face must outlive one failure: said, not raised
                 self.say(f"earshot: {type(exc).__name__}: {exc}")
             finally:
@@ -199,7 +228,7 @@ class Terminal:
         self._turning = False
         self._md.flush()
         if result.stop == "error":
-            self.say(Text(f"earshot: {result.error}", "red"))
+            self.say(Text(f"earshot: {in_chat(result.error or '')}", "red"))
             self.say(Text("  the session is as it was; send again when ready", "dim"))
         elif result.stop == "interrupted":
             self.say(Text("  interrupted: every call has its result; go on when ready", "yellow"))
@@ -213,9 +242,17 @@ class Terminal:
     # -- the input line --------------------------------------------------------
 
     def _message(self) -> FormattedText:
+        rows: list[tuple[str, str]] = []
+        if self._pane.running:  # the running command's last lines, above the input line
+            for style, row in self._pane.rows(self._columns()):
+                rows += [(style, row), ("", "\n")]
         if self._question is not None:
-            return FormattedText([("bold yellow", f"{self._question.text} ")])
-        return FormattedText([("bold cyan", "> ")])
+            return FormattedText([*rows, ("bold yellow", f"{self._question.text} ")])
+        return FormattedText([*rows, ("bold cyan", "> ")])
+
+    def _columns(self) -> int:
+        session = self._session
+        return session.app.output.get_size().columns if session is not None else 80
 
     def _toolbar(self) -> FormattedText:
         state = "working… Esc stops, Enter queues" if self.busy else "/help for commands"
@@ -236,6 +273,20 @@ class Terminal:
                 self.say(Text("  interrupting…", "yellow"))
             if question is not None:
                 question.give("n")
+
+        answering = Condition(lambda: self._question is not None and not self._current_text())
+
+        def one_key(key: str) -> None:
+            @keys.add(key, filter=answering)
+            def _answer_key(event: KeyPressEvent) -> None:
+                question = self._question
+                if question is not None and key.lower() in question.choices:
+                    question.give(key.lower())
+                else:  # not an answer to this question: a letter of the line
+                    event.app.current_buffer.insert_text(key)
+
+        for key in ("y", "a", "n", "Y", "A", "N"):
+            one_key(key)
 
         @keys.add("c-c")
         def _ctrl_c(event: KeyPressEvent) -> None:
@@ -261,6 +312,10 @@ class Terminal:
 
         return keys
 
+    def _current_text(self) -> str:
+        session = self._session
+        return session.app.current_buffer.text if session is not None else ""
+
     def _invalidate(self) -> None:
         session, loop = self._session, self._loop
         if session is not None and loop is not None and not loop.is_closed():
@@ -268,7 +323,7 @@ class Terminal:
 
     def _answer(self, question: _Question, text: str) -> None:
         """A line typed at a question: an answer, /exit, or text meant for something else."""
-        if text.lower() in question.choices:
+        if text.lower() in question.choices and text != question.typed_before:
             question.give(text.lower())
         elif text.split()[:1] and text.split()[0] in _LEAVE:
             question.give("n")
@@ -280,7 +335,7 @@ class Terminal:
             self.prefill(text)
 
     def _ask(self, text: str, choices: tuple[str, ...]) -> str:
-        question = _Question(text, choices)
+        question = _Question(text, choices, self._current_text().strip())
         self._question = question
         self._invalidate()
         while not question.done.wait(0.2):
@@ -288,6 +343,9 @@ class Terminal:
                 question.give("n")
         self._question = None
         self._invalidate()
+        answer = (question.answer or "n")[:1]
+        said = _SAID if question.choices == _CHOICES else _CONFIRMED
+        self.say(Text(f"  → {said.get(answer, said['n'])}", "dim"))
         return question.answer or "n"
 
     # -- Screen (slash commands) -----------------------------------------------
@@ -333,6 +391,18 @@ class Terminal:
         for use in reply.uses:
             self.console.print(chat_render.call_line(use))
 
+    def command(self, command: str) -> None:
+        self._pane.start(command)
+        self._invalidate()
+
+    def output(self, text: str) -> None:
+        self._pane.feed(text)
+        self._invalidate()
+
+    def command_ended(self) -> None:
+        self._pane.end()
+        self._invalidate()
+
     def result(self, use: Use, output: Output) -> None:
         self.console.print(chat_render.result_lines(output))
 
@@ -343,9 +413,9 @@ class Terminal:
         self.say(Text(f"  ↳ sent to the model: {text.strip()[:80]}", "dim"))
 
     def notice(self, text: str) -> None:
-        self.say(Text(f"earshot: {text}", "yellow"))
+        self.say(Text(f"earshot: {in_chat(text)}", "yellow"))
 
     def ask(self, tool: str, detail: str) -> Answer:
         self.say(Text.assemble(("allow ", "yellow"), (tool, "bold"), (f": {detail[:300]}", "")))
-        answer = self._ask("allow? [y] once / [a] for this session / [n] no", _CHOICES)
+        answer = self._ask("allow? [y] once · [a] for this session · [n] no", _CHOICES)
         return _ANSWERS.get(answer, Answer.DENY)

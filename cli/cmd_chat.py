@@ -48,6 +48,15 @@ class _Quiet:
     def reply(self, reply: Reply) -> None:
         pass
 
+    def command(self, command: str) -> None:
+        pass
+
+    def output(self, text: str) -> None:
+        pass
+
+    def command_ended(self) -> None:
+        pass
+
     def result(self, use: Use, output: Output) -> None:
         pass
 
@@ -175,13 +184,20 @@ def _terminal(
             opened.append((workspace, ident))
         return Chat(workspace, ident, model, face, grants=Grants(allowed))
 
+    faces: list[Terminal] = []
+    discarded: set[str] = set()
     try:
-        signalled = Terminal(make_chat).run()
+        faces.append(Terminal(make_chat))
+        signalled = faces[0].run()
     finally:
         for workspace, ident in opened:  # a chat closed before anything came of it
-            workspace.discard_unused(ident)
+            if workspace.discard_unused(ident):
+                discarded.add(ident)
     if signalled is not None:
         sys.exit(128 + signalled)
+    last = faces[0].chat.session
+    if last not in discarded:  # how to come back to it
+        click.echo(f"earshot chat --resume {last} goes on in this session")
 
 
 @click.command()
@@ -253,6 +269,7 @@ def chat(
     try:
         allowed = parse_allow(allow)
         provider = make_provider(model)
+        provider.check()  # no key: said now, before a session or a request
         preload(provider)  # the SDK loads while the session opens
         session = (resume_id, continue_)
         if prompt is not None:

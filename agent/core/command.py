@@ -144,6 +144,7 @@ def run_command(
     on_start: Callable[[int, int | None], None] | None = None,
     *,
     on_spawn: Callable[[int], None] | None = None,
+    on_output: Callable[[bytes], None] | None = None,
 ) -> Ran:
     """Run ``argv`` in a new process group under ``cwd``; stdin is /dev/null.
 
@@ -151,7 +152,8 @@ def run_command(
     pass through. ``on_start(pgid, start_time)`` runs in the child, before
     exec: it may only write to a descriptor (an intent's notes).
     ``on_spawn(pgid)`` runs here once the child exists (a client of the
-    daemon tells it the group this way).
+    daemon tells it the group this way). ``on_output(chunk)``: each piece of
+    captured output as it is read (a face shows it live).
     """
     pipe = subprocess.PIPE if capture else None
     forwarder = _Forwarder()
@@ -177,7 +179,7 @@ def run_command(
         forwarder.started(proc.pid)
         if on_spawn is not None:
             on_spawn(proc.pid)
-        capture_ = _Capture(proc.stdout) if proc.stdout is not None else None
+        capture_ = _Capture(proc.stdout, on_output) if proc.stdout is not None else None
         while True:
             try:
                 # A wait that wakes up: a signal's handler cannot cut a wait
@@ -219,9 +221,10 @@ DRAIN_AFTER_EXIT_S = 1.0
 class _Capture:
     """A command's output, read as it comes; head and tail kept."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: IO[bytes], on_output: Callable[[bytes], None] | None = None) -> None:
         import selectors  # only a captured command pays for it
 
+        self.on_output = on_output
         self.stream = stream
         self.fd = stream.fileno()
         os.set_blocking(self.fd, False)
@@ -267,6 +270,8 @@ class _Capture:
         return True
 
     def _add(self, data: bytes) -> None:
+        if self.on_output is not None:
+            self.on_output(data)
         room = CAPTURE_HEAD - len(self.head)
         if room > 0:
             self.head += data[:room]

@@ -1,7 +1,8 @@
 """The Anthropic Messages API through the ``anthropic`` SDK, streamed.
 
-The SDK reads ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` and retries
-as it does by default. The raw event stream is read (not the SDK's
+The SDK reads ``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN``) and
+``ANTHROPIC_BASE_URL``; without a key nothing is sent (``check``), and the
+first request is not retried (``FirstContact``). The raw event stream is read (not the SDK's
 accumulating helper) so that a tool input that is not JSON reaches the
 model as an error result instead of failing the whole reply.
 """
@@ -9,16 +10,27 @@ model as an error result instead of failing the whole reply.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from earshot.agent.loop.errors import one_line_error
 from earshot.agent.loop.history import Message, Output, Text, Use
-from earshot.agent.loop.provider import Cancel, ProviderError, Reply, Request
+from earshot.agent.loop.provider import (
+    Cancel,
+    FirstContact,
+    MissingKey,
+    ProviderError,
+    Reply,
+    Request,
+)
 
 if TYPE_CHECKING:
     import anthropic
 
+
+#: The variables the SDK reads its key (either) and its server from.
+KEY, TOKEN, URL = "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"
 
 #: Where ``_take`` notes the stream's ``message_stop`` (no content block has it).
 _ENDED = -1
@@ -57,10 +69,19 @@ class AnthropicProvider:
     def __init__(self, model: str) -> None:
         self.model = model
         self._client: anthropic.Anthropic | None = None
+        self._contact = FirstContact()
 
     @property
     def name(self) -> str:
         return f"anthropic:{self.model}"
+
+    def check(self) -> None:
+        if not (os.environ.get(KEY) or os.environ.get(TOKEN)):
+            raise MissingKey(self.name, KEY, f"or {TOKEN}; {URL} names another server")
+
+    def _error(self, exc: BaseException, began: bool) -> str:
+        base_url = str(self._client.base_url) if self._client is not None else None
+        return one_line_error(self.name, exc, streaming=began, key=KEY, url=URL, base_url=base_url)
 
     def _sdk(self) -> anthropic.Anthropic:
         if self._client is None:
@@ -87,9 +108,15 @@ class AnthropicProvider:
         reply = Reply()
         blocks: dict[int, dict[str, Any]] = {}
         began = False
+        self.check()
         client = self._sdk()
+
+        def create(retries: int | None) -> Any:
+            sdk = client if retries is None else client.with_options(max_retries=retries)
+            return sdk.messages.create(**kwargs)
+
         try:
-            stream = client.messages.create(**kwargs)
+            stream = self._contact.open(create)
             cancel.on_cancel(stream.close)
             try:
                 for event in stream:
@@ -105,8 +132,7 @@ class AnthropicProvider:
                 reply.uses.clear()
                 reply.stop = "interrupted"
                 return reply
-            said = one_line_error(self.name, exc, streaming=began)
-            raise ProviderError(said, reply.text) from exc
+            raise ProviderError(self._error(exc, began), reply.text) from exc
         if cancel.is_set:
             reply.uses.clear()
             reply.stop = "interrupted"

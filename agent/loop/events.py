@@ -19,6 +19,15 @@ class Events(Protocol):
     def reply(self, reply: Reply) -> None:
         """A reply is complete (its tool calls are about to be asked for or run)."""
 
+    def command(self, command: str) -> None:
+        """A shell command of the reply starts (its output follows, as ``output``)."""
+
+    def output(self, text: str) -> None:
+        """A piece of the running command's output (stdout and stderr), as it comes."""
+
+    def command_ended(self) -> None:
+        """The running command ended (its result comes with the batch's, as ``result``)."""
+
     def result(self, use: Use, output: Output) -> None:
         """What a tool call returned (or why it did not run)."""
 

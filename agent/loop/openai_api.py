@@ -2,9 +2,10 @@
 
 Chat Completions is what every OpenAI-compatible server speaks (llama.cpp,
 vLLM, Ollama), so it is the one used. The SDK reads ``OPENAI_API_KEY`` and
-``OPENAI_BASE_URL`` and retries as it does by default. A local server needs
-no key, but the SDK refuses to start without one: with ``OPENAI_BASE_URL``
-set and no key, a placeholder is sent.
+``OPENAI_BASE_URL``; the first request is not retried (``FirstContact``).
+A local server needs no key, but the SDK refuses to start without one: with
+``OPENAI_BASE_URL`` set and no key, a placeholder is sent; with neither,
+nothing is sent (``check``).
 """
 
 from __future__ import annotations
@@ -16,10 +17,20 @@ from typing import TYPE_CHECKING, Any
 
 from earshot.agent.loop.errors import one_line_error
 from earshot.agent.loop.history import Message, Output, Text, Use
-from earshot.agent.loop.provider import Cancel, ProviderError, Reply, Request
+from earshot.agent.loop.provider import (
+    Cancel,
+    FirstContact,
+    MissingKey,
+    ProviderError,
+    Reply,
+    Request,
+)
 
 if TYPE_CHECKING:
     import openai
+
+#: The variables the SDK reads its key and its server from.
+KEY, URL = "OPENAI_API_KEY", "OPENAI_BASE_URL"
 
 #: finish_reason -> the stop reasons a Reply says.
 _STOPS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
@@ -65,22 +76,31 @@ class OpenAIProvider:
     def __init__(self, model: str) -> None:
         self.model = model
         self._client: openai.OpenAI | None = None
+        self._contact = FirstContact()
 
     @property
     def name(self) -> str:
         return f"openai:{self.model}"
+
+    def check(self) -> None:
+        if not (os.environ.get(KEY) or os.environ.get(URL)):
+            raise MissingKey(self.name, KEY, f"or {URL}, for a local server that needs none")
+
+    def _error(self, exc: BaseException, began: bool) -> str:
+        base_url = str(self._client.base_url) if self._client is not None else None
+        return one_line_error(self.name, exc, streaming=began, key=KEY, url=URL, base_url=base_url)
 
     def _sdk(self) -> openai.OpenAI:
         if self._client is None:
             import openai  # seconds: on first use (``provider.preload``)
 
             key = None
-            if os.environ.get("OPENAI_BASE_URL") and not os.environ.get("OPENAI_API_KEY"):
+            if os.environ.get(URL) and not os.environ.get(KEY):
                 key = "none"  # a local server wants none; the SDK wants one
             try:
                 self._client = openai.OpenAI(api_key=key)
             except openai.OpenAIError as exc:
-                raise ProviderError(one_line_error(self.name, exc)) from exc
+                raise ProviderError(self._error(exc, False)) from exc
         return self._client
 
     def reply(self, request: Request, on_text: Callable[[str], None], cancel: Cancel) -> Reply:
@@ -101,9 +121,15 @@ class OpenAIProvider:
         reply = Reply()
         calls: dict[int, dict[str, str]] = {}
         began = finished = False
+        self.check()
         client = self._sdk()
+
+        def create(retries: int | None) -> Any:
+            sdk = client if retries is None else client.with_options(max_retries=retries)
+            return sdk.chat.completions.create(**kwargs)
+
         try:
-            stream = client.chat.completions.create(**kwargs)
+            stream = self._contact.open(create)
             cancel.on_cancel(stream.close)
             try:
                 for chunk in stream:
@@ -117,8 +143,7 @@ class OpenAIProvider:
         except Exception as exc:
             if cancel.is_set:
                 return Reply(reply.text, [], "interrupted")
-            said = one_line_error(self.name, exc, streaming=began)
-            raise ProviderError(said, reply.text) from exc
+            raise ProviderError(self._error(exc, began), reply.text) from exc
         if cancel.is_set:
             return Reply(reply.text, [], "interrupted")
         if not finished:  # the connection closed mid-reply: no finish_reason came

@@ -5,8 +5,10 @@
 speaks to every OpenAI-compatible server (llama.cpp, vLLM, Ollama). Base
 URLs and keys come from each SDK's own environment variables
 (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``, ``OPENAI_BASE_URL``,
-``OPENAI_API_KEY``); retries follow the SDK's own policy. Every answer is
-streamed: text reaches ``on_text`` as it comes.
+``OPENAI_API_KEY``). A missing key is said before any request, naming its
+variable (``MissingKey``); a server never reached is said at once, naming
+the base URL's (``FirstContact``); past that, retries follow the SDK's own
+policy. Every answer is streamed: text reaches ``on_text`` as it comes.
 
 An SDK costs seconds to import (the ``anthropic`` package about 3 s,
 ``openai`` 1.1 s, on the 2-core machine of benchmarks/RESULTS.md), so it is
@@ -21,7 +23,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from earshot.agent.loop.history import Message, Use
 from earshot.agent.loop.tools import ToolSpec
@@ -45,6 +47,14 @@ class ProviderError(EarshotError):
     def __init__(self, message: str, partial: str = "") -> None:
         super().__init__(message)
         self.partial = partial
+
+
+class MissingKey(ProviderError):
+    """No API key in the environment: said before anything is sent."""
+
+    def __init__(self, model: str, variable: str, other: str) -> None:
+        super().__init__(f"{model}: no API key: set {variable} ({other})")
+        self.variable = variable
 
 
 class BadModel(EarshotError):
@@ -87,6 +97,10 @@ class Provider(Protocol):
         """``provider:model``, as --model takes it."""
         ...
 
+    def check(self) -> None:
+        """``MissingKey`` when the environment gives no key (nothing is sent)."""
+        ...
+
     def reply(self, request: Request, on_text: Callable[[str], None], cancel: Cancel) -> Reply:
         """Stream one reply; ``ProviderError`` when the server fails."""
         ...
@@ -126,6 +140,46 @@ class Cancel:
             self._closer = closer
         if closer is not None and self.is_set:
             self.cancel()
+
+
+_T = TypeVar("_T")
+
+
+def retried_by_sdk(status: int) -> bool:
+    """Whether both SDKs retry a response of ``status`` (their shared policy)."""
+    return status in (408, 409, 429) or status >= 500
+
+
+class FirstContact:
+    """Until a provider's server has answered once, its requests are not retried.
+
+    The SDKs retry a connection that fails (twice, with backoff: seconds of
+    silence), which helps a flaky network but never a wrong base URL or a
+    server that is down; the first request is sent once, so those are said
+    at once. Any HTTP answer proves the server is there: from then on the
+    SDK's retries are kept, and a first answer the SDK would retry (429,
+    5xx) is asked again with them.
+    """
+
+    def __init__(self) -> None:
+        self.reached = False
+
+    def open(self, create: Callable[[int | None], _T]) -> _T:
+        """``create(max_retries)``'s result; ``max_retries`` None: the SDK's own."""
+        if self.reached:
+            return create(None)
+        try:
+            opened = create(0)
+        except Exception as exc:
+            status = getattr(exc, "status_code", None)
+            if not isinstance(status, int):
+                raise  # never reached: said now, not after the retries
+            self.reached = True
+            if not retried_by_sdk(status):
+                raise
+            return create(None)
+        self.reached = True
+        return opened
 
 
 def parse_model(text: str | None) -> tuple[str, str]:

@@ -12,8 +12,10 @@ request has a result for each.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
+import shlex
 import signal
 import threading
 from collections.abc import Sequence
@@ -181,11 +183,21 @@ class ReplyBatch:
             if self.cancel.is_set:
                 _terminate(pgid)
 
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+        def output(chunk: bytes) -> None:
+            if text := decoder.decode(chunk):
+                self.events.output(text)
+
+        self.events.command(argv[-1] if argv[1:2] == ["-c"] else shlex.join(argv))
         try:
-            ran = run_command(argv, cwd, capture, kwargs.get("on_start"), on_spawn=spawned)
+            ran = run_command(
+                argv, cwd, capture, kwargs.get("on_start"), on_spawn=spawned, on_output=output
+            )
         finally:
             with self._lock:
                 self._pgid = None
+            self.events.command_ended()
         if self.cancel.is_set:
             self._commands.append("stopped")
             return Ran(ran.returncode, ran.output, int(signal.SIGTERM))

@@ -7,124 +7,17 @@ command, runs /undo, /rewind, /tree and /fork, leaves and comes back with
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pexpect
-import pytest
+from chat_screen import WAIT_S, Screen, entries
 from earshot_cli import EARSHOT, Cli
-from model_servers import AnthropicServer, Hang, ToolCall, Turn
-
-#: The pseudo-terminal's answer time for one expected screen (a model turn
-#: includes the SDK's import, seconds on a busy machine).
-WAIT_S = 60
-
-
-class Screen:
-    """``earshot chat`` running on a pseudo-terminal, and its model."""
-
-    def __init__(
-        self, cli: Cli, server: AnthropicServer, *args: str, command: str = "chat"
-    ) -> None:
-        self.server = server
-        env = cli.env(
-            ANTHROPIC_BASE_URL=server.url,
-            ANTHROPIC_API_KEY="test-key",
-            TERM="xterm-256color",
-            # pexpect answers no cursor-position request; prompt_toolkit would
-            # wait for one, then warn.
-            PROMPT_TOOLKIT_NO_CPR="1",
-            # The pseudo-terminal's size, whatever a parent said (rich reads these first).
-            COLUMNS="160",
-            LINES="50",
-        )
-        self.child = pexpect.spawn(
-            str(EARSHOT),
-            [command, "--model", "anthropic:claude-test", *args]
-            if command
-            else ["--model", "anthropic:claude-test", *args],
-            cwd=str(cli.root),
-            env=env,
-            dimensions=(50, 160),
-            encoding="utf-8",
-            timeout=WAIT_S,
-        )
-        if log := os.environ.get("EARSHOT_TEST_PTY_LOG"):  # to see what a failure saw
-            self.child.logfile_read = open(log, "a")  # noqa: SIM115 (closed by close_log)
-        self.child.expect("Esc stops a turn")
-        self.session = self._banner_session()
-
-    def _banner_session(self) -> str:
-        found = re.search(r"session (\w+)", self.child.before + self.child.after)
-        assert found is not None
-        return found.group(1)
-
-    def line(self, text: str) -> None:
-        self.child.send(text + "\r")
-
-    def expect(self, pattern: str) -> str:
-        """Wait for ``pattern`` (a regular expression); what came before it."""
-        self.child.expect(pattern)
-        before: str = self.child.before
-        return before
-
-    def answer(self, text: str) -> None:
-        """Answer the question now on the input line."""
-        self.expect(r"\[y")  # the question's options
-        self.line(text)
-
-    def requests(self, count: int) -> list[dict[str, Any]]:
-        """Wait until the model got ``count`` main requests; their bodies."""
-        deadline = time.monotonic() + WAIT_S
-        while len(self.server.main_requests) < count:
-            assert time.monotonic() < deadline, "the model was not asked"
-            time.sleep(0.05)
-        return self.server.main_requests
-
-    def leave(self) -> None:
-        self.line("/exit")
-        self.child.expect(pexpect.EOF)
-        self.child.close()
-        assert self.child.exitstatus == 0
-
-    def close_log(self) -> None:
-        if self.child.logfile_read is not None:
-            self.child.logfile_read.close()
-
-
-@pytest.fixture
-def chat(cli: Cli) -> Iterator[Callable[..., Screen]]:
-    screens: list[Screen] = []
-    servers: list[AnthropicServer] = []
-
-    def start(
-        script: list[Turn], *args: str, server: AnthropicServer | None = None, command: str = "chat"
-    ) -> Screen:
-        if server is None:
-            server = AnthropicServer(script)
-            servers.append(server)
-        screens.append(Screen(cli, server, *args, command=command))
-        return screens[-1]
-
-    yield start
-    for screen in screens:
-        if screen.child.isalive():
-            screen.child.terminate(force=True)
-        screen.close_log()
-    for server in servers:
-        server.close()
-
-
-def entries(cli: Cli, session: str) -> list[dict[str, Any]]:
-    (path,) = (cli.home / "sessions").glob(f"*/{session}.jsonl")
-    return [json.loads(line) for line in path.read_text().splitlines()[1:]]
+from model_servers import AnthropicServer, Hang, ToolCall
 
 
 def test_text_typed_mid_turn_goes_in_at_the_next_model_call(
@@ -438,7 +331,7 @@ def test_a_chat_closed_before_its_first_prompt_leaves_no_session(
     cli.run("bash", "echo made > made.txt", session=worked)
     screen = chat([])
     assert screen.session != worked
-    screen.leave()
+    assert "--resume" not in screen.leave()  # nothing to come back to
     assert [s["id"] for s in cli.json("sessions")["sessions"]] == [worked]
     assert not list((cli.home / "sessions").glob(f"*/{screen.session}*"))
 

@@ -35,6 +35,15 @@ class Recorder:
     def reply(self, reply: Reply) -> None:
         self.said.append(("reply", reply.text))
 
+    def command(self, command: str) -> None:
+        self.said.append(("command", command))
+
+    def output(self, text: str) -> None:
+        self.said.append(("output", text))
+
+    def command_ended(self) -> None:
+        self.said.append(("ended", None))
+
     def result(self, use: Use, output: Output) -> None:
         self.said.append(("result", output.text))
 
@@ -103,8 +112,29 @@ def test_a_streamed_reply_reaches_the_face_and_the_answers_decide_what_runs(
     assert "".join(events.streamed) == "Two commands.All set."
     # Asked once: "for the session" covers the second command.
     assert events.asked == [("bash", "echo one > one")]
-    assert [k for k, _ in events.said] == ["reply", "result", "result", "batch", "reply"]
+    # Each command is told as it starts and ends; the results come with the batch.
+    assert [k for k, _ in events.said] == [
+        *("reply", "command", "ended", "command", "ended"),
+        *("result", "result", "batch", "reply"),
+    ]
+    assert [v for k, v in events.said if k == "command"] == ["echo one > one", "echo two > two"]
     assert (root / "one").read_text() == "one\n" and (root / "two").exists()
+
+
+def test_a_commands_output_reaches_the_face_while_it_runs(serve: Any, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    command = f"echo early; while [ ! -e {go} ]; do sleep 0.02; done; echo late"
+    events = Recorder()
+    chat, _server = serve(
+        [[ToolCall("bash", {"command": command})], "ok"], events, Grants({"bash"})
+    )
+    thread, box = in_thread(chat, "go")
+    wait_for(lambda: ("output", "early\n") in events.said)
+    assert ("ended", None) not in events.said  # still running: it waits for go
+    go.touch()
+    thread.join(30)
+    outputs = "".join(v for k, v in events.said if k == "output")
+    assert outputs == "early\nlate\n" and box["result"].batches == [1]
 
 
 def test_a_denied_call_does_not_run_and_the_model_is_told(serve: Any, root: Path) -> None:
