@@ -26,7 +26,7 @@ import click
 
 from earshot.agent.hooks import quick
 
-from . import common
+from . import common, settings_file
 
 #: Seconds an event may take before earshot lets the tool run unrecorded; the
 #: agent's own timeout (set by ``earshot install``) is longer.
@@ -158,6 +158,9 @@ def _handled(
     from earshot.agent.hooks.events import EventKind
     from earshot.cas.project import Project
 
+    broken = os.environ.get(settings_file.BROKEN)
+    if broken:  # nothing recorded with settings other than the person's: said, and --strict refuses
+        raise RuntimeError(f"{broken}; nothing is recorded until it is fixed")
     if not os.path.isabs(root) or not os.path.isdir(root):
         raise NotADirectoryError(f"{root}: not a directory (the agent's project directory)")
     real = os.path.realpath(root)

@@ -183,6 +183,8 @@ def _project_command(func: F, finish: bool) -> F:
                 return func(project=project, as_json=as_json, **kwargs)
         except EarshotError as exc:
             fail(str(exc), exc.exit_code, error_kind(exc))
+        except BrokenPipeError:
+            raise  # the reader went away (a pager quit at once): click ends quietly
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             fail(f"{where}{exc.strerror or exc}")

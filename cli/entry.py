@@ -46,23 +46,23 @@ _REFUSED: list[str] = []
 def main() -> None:
     """Console-script entry point."""
     _open_standard_fds()
-    argv, no_pager = global_options.without_no_pager(global_options.hoisted(sys.argv[1:]))
+    argv, no_pager = global_options.parsed(sys.argv[1:])
     sys.argv[1:] = argv  # what the full CLI parses, if it runs here
     try:
         os.getcwd()
     except FileNotFoundError:
         root = _root(argv)
         if root is None or not os.path.isabs(root):
-            print(
-                "earshot: the current directory no longer exists "
+            settings_file.early_error(
+                argv,
+                "the current directory no longer exists "
                 "(cd to an existing one, or give --root an absolute path)",
-                file=sys.stderr,
+                "cwd_gone",
             )
-            sys.exit(1)
     if argv and argv[0] == "hook":
         argv = _hook_event(argv)  # reads the settings once it knows the root
     else:
-        settings_file.apply_or_exit(_root(argv) or os.getcwd())
+        settings_file.apply_or_exit(_root(argv) or os.getcwd(), argv)
     pager.start(argv, refused=no_pager)
     code = _through_daemon(argv) if _hostable(argv) else None
     if code is not None:
@@ -103,8 +103,11 @@ def _hook_event(argv: list[str]) -> list[str]:
     if root is None:
         root = quick.project_dir(agent, payload) or os.getcwd()
         argv = [*argv, "--root", root]
-    settings_file.apply_or_exit(root)
-    if quick.daemon_may_answer(agent, payload) and _noted_by_daemon(agent, data, root):
+    # A settings file that cannot be read must not end the hook silently (the
+    # tool would run unrecorded): the handler says it, and --strict refuses.
+    settings_file.apply_or_note(root)
+    quiet = settings_file.BROKEN not in os.environ
+    if quiet and quick.daemon_may_answer(agent, payload) and _noted_by_daemon(agent, data, root):
         sys.exit(0)
     fd = os.memfd_create("earshot-hook-event", os.MFD_CLOEXEC)
     view = memoryview(data)
@@ -124,7 +127,7 @@ def _answer_probe(agent: str) -> None:
     stops the probe too."""
     import json
 
-    settings_file.apply_or_exit(os.getcwd())
+    settings_file.apply_or_exit(os.getcwd(), [])
 
     import earshot.agent.hooks.handler
     import earshot.cas.project

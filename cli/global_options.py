@@ -7,8 +7,11 @@ to just after the name, where the command's own parser reads them. The
 options of ``earshot`` itself (``--version``, ``--help``, the chat's
 ``--continue``, ``--resume ID``, ``--model``) stay where they are.
 
-``--no-pager`` is taken out of the line wherever it comes before ``--``:
-it is read once, here, by ``earshot.cli.pager``.
+``--no-pager`` is taken out of the line when it comes before the command
+(as git takes it) and, for the paged commands alone (``diff``, ``log``,
+``tree``: none takes free text), anywhere before ``--``; ``earshot.cli.pager``
+reads it. Elsewhere it is left alone: ``earshot edit f --old x --new
+--no-pager`` means that text.
 
 Standard library only: the thin client (``earshot.cli.entry``) runs this
 before it knows whether a daemon serves the call.
@@ -25,6 +28,34 @@ _OWN = {"--version": False, "-h": False, "--help": False, "--continue": False}
 _OWN_VALUED = frozenset({"--resume", "--model"})
 
 NO_PAGER = "--no-pager"
+
+
+#: The commands whose output is paged (``earshot.cli.pager``).
+PAGED = frozenset({"diff", "log", "tree"})
+
+
+def parsed(argv: list[str]) -> tuple[list[str], bool]:
+    """``argv`` (without the program name) as the command's parser wants it, and
+    whether ``--no-pager`` was given."""
+    argv, no_pager = _leading_no_pager(argv)
+    argv = hoisted(argv)
+    if argv and argv[0] in PAGED:
+        end = argv.index("--") if "--" in argv else len(argv)
+        kept = [a for a in argv[:end] if a != NO_PAGER]
+        no_pager = no_pager or len(kept) != end
+        argv = [*kept, *argv[end:]]
+    return argv, no_pager
+
+
+def _leading_no_pager(argv: list[str]) -> tuple[list[str], bool]:
+    """``--no-pager`` among the options before the command, taken out."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+        if argv[i] == NO_PAGER:
+            return [*argv[:i], *argv[i + 1 :]], True
+        valued = argv[i] in _VALUED or argv[i] in _OWN_VALUED
+        i += 2 if valued else 1
+    return argv, False
 
 
 def hoisted(argv: list[str]) -> list[str]:
@@ -63,10 +94,3 @@ def hoisted(argv: list[str]) -> list[str]:
     if i >= len(argv) or argv[i].startswith("-") or not moved:
         return argv
     return [*own, argv[i], *moved, *argv[i + 1 :]]
-
-
-def without_no_pager(argv: list[str]) -> tuple[list[str], bool]:
-    """``argv`` without ``--no-pager`` (before any ``--``), and whether it was there."""
-    end = argv.index("--") if "--" in argv else len(argv)
-    kept = [a for a in argv[:end] if a != NO_PAGER]
-    return [*kept, *argv[end:]], len(kept) != end

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import os
 
-#: The commands whose output is paged.
-PAGED = frozenset({"diff", "log", "tree"})
+from earshot.cli.global_options import PAGED
+
 _NONE = ("", "cat")
 
 

@@ -24,7 +24,18 @@ from __future__ import annotations
 import os
 import sys
 
+# typing costs milliseconds of every call; annotations are not evaluated here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 PROJECT_FILE = ".earshot.toml"
+#: Set, for the hook handler, when a settings file could not be read: the line to say.
+BROKEN = "EARSHOT_SETTINGS_BROKEN"
+#: A settings file is a few lines; a larger one is refused unread.
+MAX_BYTES = 1 << 20
+#: Settings with a fixed set of values.
+_CHOICES = {"watch": ("auto", "always", "never"), "color": ("auto", "always", "never")}
 
 #: setting -> (the variable it sets, whether a project's file may set it)
 SETTINGS: dict[str, tuple[str, bool]] = {
@@ -77,7 +88,15 @@ def apply(start: str) -> list[str]:
     chosen: dict[str, str] = {}
     found = project_file(start)
     for path, is_project in ((user_file(), False), (found, True)):
-        if path is None or not os.path.isfile(path):
+        if path is None or not os.path.lexists(path):
+            continue
+        if not os.path.isfile(path):
+            warnings.append(f"{path}: not a regular file; not read")
+            continue
+        if is_project and os.stat(path).st_uid != os.geteuid():
+            # As git ignores a repository another user owns: a file in a
+            # shared parent (/tmp) must not choose what is recorded.
+            warnings.append(f"{path}: owned by another user (uid {os.stat(path).st_uid}); not read")
             continue
         for key, value in _read(path).items():
             spec = SETTINGS.get(key)
@@ -101,7 +120,10 @@ def _read(path: str) -> dict[str, object]:
 
     try:
         with open(path, "rb") as handle:
-            return tomllib.load(handle)
+            data = handle.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise SettingsError(f"{path}: over {MAX_BYTES >> 20} MiB: not a settings file")
+        return tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError:
@@ -114,19 +136,51 @@ def _text(path: str, key: str, value: object) -> str:
     """A setting's value as its variable holds it (``true`` is ``1``)."""
     if isinstance(value, bool):
         return "1" if value else "0"
-    if isinstance(value, (int, str)):
-        return os.path.expanduser(value) if key == "home" and isinstance(value, str) else str(value)
-    raise SettingsError(
-        f"{path}: {key} must be a string, a number or true/false, not {type(value).__name__}"
-    )
+    if not isinstance(value, (int, str)):
+        raise SettingsError(
+            f"{path}: {key} must be a string, a number or true/false, not {type(value).__name__}"
+        )
+    text = str(value)
+    if key == "home":
+        text = os.path.expanduser(text)
+        if not os.path.isabs(text):
+            raise SettingsError(f"{path}: home must be an absolute path (or start with ~)")
+    if key in _CHOICES and text not in _CHOICES[key]:
+        raise SettingsError(f"{path}: {key} must be one of {', '.join(_CHOICES[key])}")
+    return text
 
 
-def apply_or_exit(start: str) -> None:
-    """``apply``, saying warnings on stderr; a broken file is a one-line error, exit 1."""
+def apply_or_exit(start: str, argv: list[str]) -> None:
+    """``apply``, saying warnings on stderr; a broken file is a one-line error,
+    exit 1 (and the error document on stdout when ``argv`` asks for ``--json``)."""
     try:
         warnings = apply(start)
     except SettingsError as exc:
-        print(f"earshot: {exc}", file=sys.stderr)
-        sys.exit(1)
+        early_error(argv, str(exc), "settings")
     for line in warnings:
         print(f"earshot: warning: {line}", file=sys.stderr)
+
+
+def apply_or_note(start: str) -> None:
+    """``apply`` for a hook event: a broken file is noted in ``$EARSHOT_SETTINGS_BROKEN``
+    for the handler to say to the agent (and refuse the tool with ``--strict``)."""
+    try:
+        warnings = apply(start)
+    except SettingsError as exc:
+        os.environ[BROKEN] = str(exc)
+        return
+    for line in warnings:
+        print(f"earshot: warning: {line}", file=sys.stderr)
+
+
+def early_error(argv: list[str], message: str, kind: str) -> NoReturn:
+    """An error before any command runs: one line on stderr, exit 1; with
+    ``--json`` (before ``--``) also the error document on stdout, as every command."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    if "--json" in argv[:end]:
+        import json
+
+        doc = {"error": {"code": kind, "message": message, "exit": 1}}
+        print(json.dumps(doc, indent=2, ensure_ascii=True))
+    print(f"earshot: {message}", file=sys.stderr)
+    sys.exit(1)

@@ -114,3 +114,24 @@ def test_a_pager_that_quits_early_ends_the_command_without_a_word(cli: Cli, tmp_
     assert "big.txt" in shown and "Traceback" not in shown and "Broken pipe" not in shown, shown
     assert rc in (0, 141)
     assert os.path.exists(cli.root / "big.txt")
+
+
+def test_no_pager_before_the_command_leaves_the_other_options_to_move(
+    cli: Cli, two_batches: str
+) -> None:
+    after = cli.run("log", "--json", session=two_batches).stdout
+    assert cli.run("--no-pager", "--json", "log", session=two_batches).stdout == after
+    assert cli.run("--root", str(cli.root), "--no-pager", "log", "--json").stdout == after
+
+
+def test_no_pager_as_an_option_s_value_is_that_text(cli: Cli) -> None:
+    sid = cli.new_session()
+    cli.run("bash", "printf 'flag=OLD\\n' > e.txt", session=sid)
+    cli.run("edit", "e.txt", "--old", "OLD", "--new", "--no-pager", session=sid)
+    assert (cli.root / "e.txt").read_text() == "flag=--no-pager\n"
+
+
+def test_a_pager_that_exits_at_once_is_not_an_error_message(cli: Cli, two_batches: str) -> None:
+    for args in (("diff", "2"), ("log",), ("tree",)):
+        _, shown = _on_a_terminal(cli, two_batches, *args, EARSHOT_PAGER="true")
+        assert "Broken pipe" not in shown and "earshot:" not in shown, (args, shown)
