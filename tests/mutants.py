@@ -456,6 +456,18 @@ MUTANTS = [
         "            elif False:",
         "tests/cli/test_settings_file.py -k may_not",
     ),
+    (
+        "cli/settings_file.py",
+        "        if is_project and os.stat(path).st_uid != os.geteuid():",
+        "        if False:",
+        "tests/cli/test_settings_file.py -k another_user",
+    ),
+    (
+        "cli/cmd_hook.py",
+        "    if broken:  # nothing recorded",
+        "    if False:  # nothing recorded",
+        "tests/cli/test_settings_file.py -k hook",
+    ),
 ]
 
 
