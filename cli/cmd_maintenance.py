@@ -146,6 +146,7 @@ def purge(root: str | None, yes: bool, as_json: bool, verbose: int) -> None:
     """
     configure_logging(verbose)
     from earshot.agent.watch import client as watch_client
+    from earshot.cas import faults
     from earshot.cas.errors import EarshotError
     from earshot.cas.paths import checkpoints_dir, data_home, sessions_dir
 
@@ -156,7 +157,7 @@ def purge(root: str | None, yes: bool, as_json: bool, verbose: int) -> None:
     real = os.path.realpath(root)
     home = data_home()
     store, logs = checkpoints_dir(real, home), sessions_dir(real, home)
-    for left in _killed_purges(store):
+    for left in [*_killed_purges(store), *_killed_purges(logs)]:
         shutil.rmtree(left, ignore_errors=True)  # a purge killed mid-way meant it gone
     if not store.exists() and not logs.exists():
         render.emit({"root": real, "removed": False}, f"earshot keeps nothing for {real}", as_json)
@@ -171,6 +172,7 @@ def purge(root: str | None, yes: bool, as_json: bool, verbose: int) -> None:
             fail("nothing removed", 1, "declined")
     watch_client.stop_daemon(watch_client.daemon_paths(real, home))
     gone = store.with_name(f".{store.name}.purging-{os.getpid()}")
+    logs_gone = logs.with_name(f".{logs.name}.purging-{os.getpid()}")
     if store.exists():
         lock = os.open(store / "open.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -183,20 +185,31 @@ def purge(root: str | None, yes: bool, as_json: bool, verbose: int) -> None:
                     1,
                     "store_busy",
                 )
-            os.rename(store, gone)  # one step: the store is whole, or not there
+            # The logs first, then the store, each in one step: a purge killed
+            # between them leaves a store without logs, never logs a new store
+            # would take up as its sessions; the next purge removes what is left.
+            _set_aside(logs, logs_gone)
+            faults.point("purge-logs-aside")
+            os.rename(store, gone)
         finally:
             os.close(lock)
         shutil.rmtree(gone)
-    shutil.rmtree(logs, ignore_errors=True)
+    _set_aside(logs, logs_gone)
+    shutil.rmtree(logs_gone, ignore_errors=True)
     doc = {"root": real, "removed": True, "bytes": size, "session_logs": count}
     render.emit(doc, f"removed {what}", as_json)
 
 
-def _killed_purges(store: Path) -> list[Path]:
-    """What a purge of this store left when it was killed after setting the
-    store aside (``.KEY.purging-PID``, its process gone)."""
+def _set_aside(path: Path, aside: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.rename(path, aside)
+
+
+def _killed_purges(kept: Path) -> list[Path]:
+    """What a purge of this store (or these logs) left when it was killed after
+    setting them aside (``.KEY.purging-PID``, its process gone)."""
     found = []
-    for path in store.parent.glob(f".{store.name}.purging-*"):
+    for path in kept.parent.glob(f".{kept.name}.purging-*"):
         pid = path.name.rpartition("-")[2]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             found.append(path)

@@ -54,3 +54,20 @@ def test_a_purge_killed_after_setting_the_store_aside_is_finished_by_the_next(
     cli.json("purge", "--yes")
     assert not dead.exists()
     assert running.exists()
+
+
+def test_a_purge_killed_half_way_leaves_a_whole_store_and_the_next_removes_all(
+    cli: Cli, root: Path
+) -> None:
+    sid = cli.new_session()
+    cli.run("bash", "echo one > one.txt", session=sid)
+    killed = cli.run("purge", "--yes", env=cli.env(EARSHOT_FAULTS="purge-logs-aside"), expect=None)
+    assert killed.rc == -9 and "earshot-fault: purge-logs-aside" in killed.stderr, killed
+    # The logs were set aside before the store: the store goes on whole (its
+    # batches numbered on), and no log is left for a new store to take up.
+    cli.run("bash", "echo two > two.txt", session=sid)
+    assert [b["seq"] for b in cli.json("log", session=sid)["batches"]] == [1, 2]
+    cli.json("purge", "--yes")
+    assert not any((cli.home / "checkpoints").iterdir())
+    leftovers = [p.name for p in (cli.home / "sessions").iterdir()]
+    assert leftovers == [], leftovers
