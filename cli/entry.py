@@ -47,6 +47,15 @@ def main() -> None:
     """Console-script entry point."""
     _open_standard_fds()
     argv, no_pager = global_options.parsed(sys.argv[1:])
+    alone = global_options.without_command(argv)
+    if alone is not None and not any(a in ("-h", "--help", "--version") for a in argv):
+        them = "them" if "," in alone else "it"
+        print(
+            f"earshot: {alone} need{'' if ',' in alone else 's'} a command after {them} "
+            "('earshot --help' lists the commands)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     sys.argv[1:] = argv  # what the full CLI parses, if it runs here
     try:
         os.getcwd()

@@ -58,6 +58,27 @@ def _leading_no_pager(argv: list[str]) -> tuple[list[str], bool]:
     return argv, False
 
 
+def without_command(argv: list[str]) -> str | None:
+    """The command options written with no command after them (``earshot --json``),
+    named for a usage error; None when a command follows, or none was given."""
+    given = []
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        arg = argv[i]
+        name = arg.partition("=")[0]
+        if arg in _FLAGS:
+            given.append(arg)
+        elif name in _VALUED:
+            given.append(name)
+            i += 0 if "=" in arg else 1
+        elif arg in _OWN or name in _OWN_VALUED:
+            i += 1 if name in _OWN_VALUED and "=" not in arg else 0
+        else:
+            return None
+        i += 1
+    return ", ".join(given) or None
+
+
 def hoisted(argv: list[str]) -> list[str]:
     """``argv`` (without the program name) with leading command options moved after the command.
 

@@ -119,3 +119,10 @@ def test_snapshot_accepts_options_after_paths() -> None:
     result = CliRunner().invoke(cli, ["snapshot", "a.txt", "--help"], prog_name="earshot")
     assert result.exit_code == 0
     assert "Usage: earshot snapshot" in result.stdout
+
+
+@pytest.mark.parametrize("argv", [["--json"], ["--root"], ["--json", "--"], ["--root", ".", "-v"]])
+def test_command_options_with_no_command_say_so(cli: Cli, argv: list[str]) -> None:
+    ran = cli.run(*argv, expect=2)
+    assert ran.stderr.startswith("earshot: --"), ran
+    assert "a command after" in ran.stderr and "--version" not in ran.stderr, ran
