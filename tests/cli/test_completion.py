@@ -58,3 +58,18 @@ def test_a_root_earshot_never_recorded_completes_nothing_and_gets_no_store(
     assert _complete(cli, "earshot restore ", cwd=fresh) == []
     assert _complete(cli, "earshot diff ", cwd=fresh) == []
     assert not (cli.home / "checkpoints").exists()
+
+
+def test_options_before_the_command_and_a_broken_settings_file_do_not_stop_completion(
+    cli: Cli, tmp_path: Path
+) -> None:
+    cli.write("a.txt", "a\n")
+    snap = cli.snap()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    line = f"earshot --root {cli.root} restore "
+    assert _complete(cli, line, cwd=elsewhere) == [snap[:12]]
+    settings = cli.home / "config" / "earshot" / "config.toml"
+    settings.parent.mkdir(parents=True)
+    settings.write_text("{")
+    assert _complete(cli, "earshot restore ") == [snap[:12]]  # and stderr stays empty
