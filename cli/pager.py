@@ -60,6 +60,30 @@ def start(argv: list[str], refused: bool) -> None:
     os.close(write_end)
     os.environ.setdefault("EARSHOT_COLOR", "always")
     atexit.register(_wait, pager)
+    import signal
+
+    # Ctrl-C reaches the pager and this process alike: the person is reading
+    # (less takes it to stop a search), so no "Aborted!" over the screen; this
+    # process waits for the pager, then ends as interrupted. (Through a daemon
+    # the client passes the signal on to the worker instead.)
+    _PAGER.append(pager)
+    signal.signal(signal.SIGINT, _interrupted)
+
+
+#: The pager started; and set once this process waits for it.
+_PAGER: list[object] = []
+_WAITING: list[bool] = []
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """Ctrl-C: wait for the pager, then end as interrupted, with no word over its screen.
+
+    Never an exception: it may arrive anywhere, interpreter shutdown included.
+    """
+    if _WAITING:
+        return  # already waiting for the pager (whose wait holds a lock): it was the pager's
+    _wait(_PAGER[0])
+    os._exit(130)
 
 
 def _wait(pager: object) -> None:
@@ -67,9 +91,9 @@ def _wait(pager: object) -> None:
     import contextlib
     import sys
 
+    _WAITING.append(True)
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
     with contextlib.suppress(OSError):
         os.close(1)
-    with contextlib.suppress(KeyboardInterrupt):
-        pager.wait()  # type: ignore[attr-defined]
+    pager.wait()  # type: ignore[attr-defined]

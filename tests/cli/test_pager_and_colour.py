@@ -10,6 +10,7 @@ the pager the client started.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pexpect
@@ -135,3 +136,23 @@ def test_a_pager_that_exits_at_once_is_not_an_error_message(cli: Cli, two_batche
     for args in (("diff", "2"), ("log",), ("tree",)):
         _, shown = _on_a_terminal(cli, two_batches, *args, EARSHOT_PAGER="true")
         assert "Broken pipe" not in shown and "earshot:" not in shown, (args, shown)
+
+
+def test_ctrl_c_in_less_leaves_no_word_over_its_screen(cli: Cli) -> None:
+    assert shutil.which("less"), "the pager these tests drive"
+    sid = cli.new_session()
+    cli.write("source.txt", "".join(f"line {i}\n" for i in range(40_000)))
+    cli.run("bash", "cp source.txt big.txt", session=sid)
+    env = cli.env(sid, PAGER="less")
+    env.pop("LESS", None)
+    child = pexpect.spawn(
+        str(EARSHOT), ["diff", "1"], cwd=str(cli.root), env=env, dimensions=(10, 100), timeout=60
+    )
+    child.expect(":")  # less's prompt: the person is reading
+    child.sendintr()
+    child.send("q")
+    child.expect(pexpect.EOF)
+    child.close()
+    shown = child.before.decode(errors="replace")
+    assert "Aborted" not in shown and "Traceback" not in shown, shown
+    assert child.exitstatus in (0, 130), (child.exitstatus, child.signalstatus)
