@@ -7,7 +7,7 @@ import time
 
 import click
 
-from earshot.agent.core import conversation, navigation
+from earshot.agent.core import conversation, navigation, removal
 from earshot.agent.core.engine import Engine
 from earshot.agent.core.records import OUTSIDE
 from earshot.cas.paths import sessions_dir
@@ -51,7 +51,7 @@ def _remove(project: Project, as_json: bool, ids: tuple[str, ...], older_than: s
             if ident is None or ident == OUTSIDE:
                 raise click.BadParameter(f"{text!r}: no such session", param_hint="ID")
             chosen.append(ident)
-    removed = conversation.remove_sessions(project, sorted(set(chosen)))
+    removed = removal.remove_sessions(project, sorted(set(chosen)))
     text = "\n".join(f"removed session {ident}" for ident in removed) or "no session to remove"
     if removed:
         text += "\n'earshot gc' frees what only they used"

@@ -397,25 +397,25 @@ MUTANTS = [
         "tests/cli/test_hosted.py -k restages",
     ),
     (
-        "agent/core/conversation.py",
+        "agent/core/removal.py",
         "        if ident in busy:\n            raise SessionInUse(ident)",
         "        if False:\n            raise SessionInUse(ident)",
         "tests/cli/test_sessions_rm.py -k open_batch",
     ),
     (
-        "agent/core/conversation.py",
+        "agent/core/removal.py",
         "        if any(not isinstance(e.body, UserMessage) for e in entries):",
         "        if False:",
         "tests/cli/test_chat_terminal.py",
     ),
     (
-        "agent/core/conversation.py",
+        "agent/core/removal.py",
         "        if has_batches(view, session_id):\n            return False",
         "        if False:\n            return False",
         "tests/cli/test_chat_print.py tests/cli/test_chat_terminal.py",
     ),
     (
-        "agent/core/conversation.py",
+        "agent/core/removal.py",
         "    if session_id in busy_sessions(project):\n        return False",
         "    if False:\n        return False",
         "tests/cli/test_chat_terminal.py -k running_elsewhere",
@@ -467,6 +467,12 @@ MUTANTS = [
         "    if broken:  # nothing recorded",
         "    if False:  # nothing recorded",
         "tests/cli/test_settings_file.py -k hook",
+    ),
+    (
+        "agent/core/removal.py",
+        "        if _held_open(project, ident):",
+        "        if False:",
+        "tests/cli/test_sessions_rm.py -k open_in_a_chat",
     ),
 ]
 

@@ -19,7 +19,6 @@ Rewind, fork and checks are in ``navigation``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,14 +31,11 @@ from earshot.agent.core.records import (
     all_sessions,
     bound_sessions,
     count_batches,
-    delete_session,
     get_session,
     has_batches,
-    unbind_session,
 )
 from earshot.agent.core.sessions import (
     ENV_SESSION,
-    busy_sessions,
     create_session,
     start_session_upkeep,
 )
@@ -117,65 +113,6 @@ def new_session(project: Project) -> SessionRecord:
     ensure_log(project, record.id)
     start_session_upkeep(project)
     return record
-
-
-def discard_unused(project: Project, session_id: str) -> bool:
-    """Remove a session nothing came of: no batch, and no reply in its log (a
-    chat closed before its first prompt, a ``chat -p`` refused before its
-    first reply). It would otherwise be the newest session, the one a plain
-    ``earshot undo`` took. False (and nothing removed) when anything came of it.
-    """
-    if session_id in busy_sessions(project):
-        return False
-    with project.store.backend.read() as view:
-        if has_batches(view, session_id):
-            return False
-    path = log_path(project, session_id)
-    if path.exists():
-        try:
-            entries = Session.open(path).entries()
-        except (OSError, EarshotError):
-            return False  # unreadable: a person should look, not earshot delete
-        if any(not isinstance(e.body, UserMessage) for e in entries):
-            return False
-    with project.store.backend.write() as txn:
-        delete_session(txn, session_id)
-    _remove_log(project, session_id)
-    return True
-
-
-def _remove_log(project: Project, session_id: str) -> None:
-    """A session's log file and the lock files beside it."""
-    path = log_path(project, session_id)
-    locks = (f"{session_id}.turn.lock", f"{session_id}.rewind.lock")
-    for leftover in (path, *(path.with_name(name) for name in locks)):
-        with contextlib.suppress(FileNotFoundError):
-            leftover.unlink()
-
-
-class SessionInUse(EarshotError):
-    def __init__(self, session: str) -> None:
-        super().__init__(
-            f"session {session} has an operation not ended (an agent's open batch, or "
-            "one interrupted): it is not removed; run any earshot command to finish it"
-        )
-
-
-def remove_sessions(project: Project, ids: list[str]) -> list[str]:
-    """Remove sessions whole: their checkpoint history, their log, what binds an
-    agent's session to them. ``earshot gc`` then frees what only they used.
-    All or nothing: a session with an operation not ended refuses the lot."""
-    busy = busy_sessions(project)
-    for ident in ids:
-        if ident in busy:
-            raise SessionInUse(ident)
-    with project.store.backend.write() as txn:
-        for ident in ids:
-            delete_session(txn, ident)
-            unbind_session(txn, ident)
-    for ident in ids:
-        _remove_log(project, ident)
-    return ids
 
 
 def _linked_batches(path: Path) -> int:

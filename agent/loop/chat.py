@@ -24,6 +24,7 @@ No terminal code here: a face implements ``events.Events``.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -96,6 +97,8 @@ class Chat:
         self.grants = grants or Grants()
         self.session = session
         self.log: Session = workspace.log(session)
+        #: Held while this chat is in the session ('earshot sessions rm' refuses it).
+        self._held = workspace.hold_open(session)
         self._queue: list[str] = []
         #: Whether ``steer`` takes text now: from a turn's start to its end.
         self._open = False
@@ -153,6 +156,8 @@ class Chat:
         """Go on in ``session`` (a resumed or forked one); grants stay with the process."""
         self.session = session
         self.log = self.workspace.log(session)
+        held, self._held = self._held, self.workspace.hold_open(session)
+        os.close(held)
 
     # -- a turn -------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from earshot.agent.core import conversation
+from earshot.agent.core import conversation, removal
 from earshot.agent.core.command import CommandRunner, run_command
 from earshot.agent.core.engine import Engine
 from earshot.agent.core.records import TABLES, upgrade_records
@@ -78,9 +78,15 @@ class Workspace:
             return record.id
 
     def discard_unused(self, session: str) -> bool:
-        """Remove ``session`` if nothing came of it (``conversation.discard_unused``)."""
+        """Remove ``session`` if nothing came of it (``removal.discard_unused``)."""
         with self.project(finish=False) as project:
-            return conversation.discard_unused(project, session)
+            return removal.discard_unused(project, session)
+
+    def hold_open(self, session: str) -> int:
+        """Mark ``session`` open in this chat until the descriptor is closed
+        (``removal.hold_open``: 'earshot sessions rm' refuses it meanwhile)."""
+        with self.project(finish=False) as project:
+            return removal.hold_open(project, session)
 
     def log(self, session: str) -> Session:
         """The session's conversation log (created empty if it has none). Calls a

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+from chat_screen import Screen
 from earshot_cli import Cli
 from fake_agent import Claude
 
@@ -64,3 +66,18 @@ def test_a_session_with_an_open_batch_is_not_removed(cli: Cli, root: Path) -> No
         agent.close()
     cli.run("undo", "--session", session["id"])
     assert not (root / "w.txt").exists()
+
+
+def test_a_session_open_in_a_chat_is_not_removed_until_the_chat_leaves(
+    cli: Cli, chat: Callable[..., Screen]
+) -> None:
+    screen = chat(["Hello back."])
+    screen.line("hello")
+    screen.expect("Hello back")
+    refused = cli.run("sessions", "rm", screen.session, "--json", expect=1)
+    assert "is open in a chat" in refused.json()["error"]["message"], refused
+    assert list((cli.home / "sessions").glob(f"*/{screen.session}.jsonl"))
+    screen.leave()
+    cli.run("sessions", "rm", screen.session)
+    assert cli.json("sessions")["sessions"] == []
+    assert list((cli.home / "sessions").glob(f"*/{screen.session}*")) == []
