@@ -168,3 +168,17 @@ def test_a_kill_while_the_line_shows_restores_the_cursor_and_still_kills(
     else:  # the worker died of it, without a word back: its client says so
         assert child.exitstatus == 1 and b"worker stopped before the call ended" in after
     assert b"Traceback" not in drawn + after
+
+
+def test_finishing_an_interrupted_undo_shows_progress_and_counts_with_separators(
+    cli: Cli,
+) -> None:
+    cli.write("keep.txt", "kept\n")
+    cli.snap()
+    cli.run("bash", "mkdir many && for i in $(seq 1200); do echo $i > many/$i; done")
+    killed = cli.run("undo", expect=None, env=cli.env(EARSHOT_FAULTS="restore-delete@100=kill"))
+    assert "earshot-fault: restore-delete" in killed.stderr, killed
+    drawn = _on_terminal(cli, "undo")  # the next command finishes it first
+    assert re.search(r"undoing\b.* of 1,\d{3} paths", drawn), drawn
+    assert re.search(r"finished an interrupted undo: restored 0, deleted 1,2\d\d,", drawn), drawn
+    assert not (cli.root / "many").exists()
