@@ -451,7 +451,7 @@ class Project:
                     hidden.append(path)
         return hidden
 
-    def finish_restore(self, held: Held) -> Restored:
+    def finish_restore(self, held: Held, progress: Progress = QUIET) -> Restored:
         """Finish a restore whose process died (an intent of kind ``restore``, claimed).
 
         Its temp files are removed; then the restore runs again from the
@@ -464,8 +464,10 @@ class Project:
         rule = delete_everything if doc.get("force") else keep_everything
         with self.store.reader() as reader:
             target_snap = reader.read_snapshot(target)
-        before = self.snapshot(f"before finishing an interrupted restore to {short(target)}")
-        return self._restore_from(target, target_snap, before, rule, held)
+        before = self.snapshot(
+            f"before finishing an interrupted restore to {short(target)}", progress=progress
+        )
+        return self._restore_from(target, target_snap, before, rule, held, progress)
 
     def _restore_from(
         self,

@@ -71,12 +71,13 @@ def error_kind(exc: BaseException) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
 
-def settle(project: Any, finish: bool) -> list[Any]:
+def settle(project: Any, finish: bool, as_json: bool = False) -> list[Any]:
     """Operations a dead process left (intents): finish them, or only say so.
 
     A command that changes files or the store finishes them first (an
-    interrupted batch is recorded, an undo or restore completed); any other
-    command only reports them, and changes nothing.
+    interrupted batch is recorded, an undo or restore completed), with its
+    progress shown as the command's own is; any other command only reports
+    them, and changes nothing.
     """
     from earshot.agent.core.records import upgrade_records
     from earshot.agent.core.recovery import describe, finish_all, interrupted
@@ -88,8 +89,13 @@ def settle(project: Any, finish: bool) -> list[Any]:
             "'earshot fsck --repair' sets it aside",
             err=True,
         )
+    if finish and not project.intents.pending():
+        return []
     if finish:
-        finished, unfinished = finish_all(project)
+        from .progress import progress_for
+
+        with progress_for(as_json) as progress:  # the line is gone before the lines below
+            finished, unfinished = finish_all(project, progress)
         for item in finished:
             click.echo(f"earshot: {item.summary}", err=True)
         for left in unfinished:
@@ -177,7 +183,7 @@ def _project_command(func: F, finish: bool) -> F:
             from earshot.agent.core.records import TABLES
 
             with Project(root, extra_tables=TABLES) as project:
-                settled = settle(project, finish and not kwargs.get("dry_run"))
+                settled = settle(project, finish and not kwargs.get("dry_run"), as_json)
                 if getattr(func, "takes_settled", False):
                     kwargs["settled"] = settled
                 return func(project=project, as_json=as_json, **kwargs)

@@ -13,6 +13,13 @@ call per directory walked or path applied (benchmarks/RESULTS.md, "Progress").
 Under the watch daemon a command runs in a worker holding the client's own
 stdin, stdout and stderr (``cli/daemon.py``), so the same line reaches the
 client's terminal with nothing relayed.
+
+rich hides the cursor while the line shows. Ctrl-C unwinds and clears it;
+SIGTERM and SIGHUP kill, and would leave the cursor hidden: while the line
+shows, they first clear it and show the cursor, then the process dies of
+the signal as it would have (``_restored_on_kill``). Under the daemon the
+client passes them on to the worker (``cli/entry.py``), which draws the
+line, so the worker does the same on the client's terminal.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from earshot.cas.progress import QUIET, Progress
@@ -31,6 +38,8 @@ ENV_AFTER = "EARSHOT_PROGRESS_AFTER"
 DEFAULT_AFTER_S = 1.0
 #: Set by ``earshot hook`` (cli/entry.py): hooks stay silent, whatever stderr is.
 _ENV_HOOK = "EARSHOT_HOOK_STARTED"
+#: To the line's start, erase it, show the cursor: what rich's stop does, in one write.
+_RESTORE = b"\r\x1b[2K\x1b[?25h"
 
 
 def on_terminal() -> bool:
@@ -52,10 +61,46 @@ def progress_for(as_json: bool) -> Iterator[Progress]:
         yield QUIET
         return
     view = TerminalProgress(_after())
+    with _restored_on_kill(view):
+        try:
+            yield view
+        finally:
+            view.close()
+
+
+@contextmanager
+def _restored_on_kill(view: TerminalProgress) -> Iterator[None]:
+    """While ``view`` may show, SIGTERM and SIGHUP restore the terminal, then kill.
+
+    The handler runs no other code: no exception unwinds the work (a kill at
+    any instant is what crash consistency is built for). It writes the
+    restore straight to stderr's descriptor, puts back the default
+    disposition and sends the signal again, so the exit is still "killed by
+    SIGTERM". Only a signal whose disposition is the default gets it (a
+    command with handlers of its own keeps them), and only on the main
+    thread, the one Python lets set handlers.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    import signal  # loads enum: only once a command may show a line
+
+    def restore_then_die(signum: int, frame: object) -> None:
+        view.stop_showing()
+        if view.shown:
+            with suppress(OSError):  # a terminal that hung up takes nothing
+                os.write(2, _RESTORE)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    mine = [s for s in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) == signal.SIG_DFL]
+    for sig in mine:
+        signal.signal(sig, restore_then_die)
     try:
-        yield view
+        yield
     finally:
-        view.close()
+        for sig in mine:
+            signal.signal(sig, signal.SIG_DFL)
 
 
 class TerminalProgress(Progress):
@@ -75,6 +120,7 @@ class TerminalProgress(Progress):
         self._bytes = 0
         self._view: Any = None
         self._closed = False
+        self._drawn = False
         self._timer: threading.Timer | None = None
         if after <= 0:
             self._show()
@@ -103,12 +149,23 @@ class TerminalProgress(Progress):
             if self._view is not None:
                 self._view.advance(count, nbytes)
 
+    @property
+    def shown(self) -> bool:
+        """Whether the line may be on the terminal now (from rich's start to its stop)."""
+        return self._drawn
+
+    def stop_showing(self) -> None:
+        """Never show the line from now on. Takes no lock: a signal handler calls
+        it, maybe while this very thread holds one."""
+        self._closed = True
+
     def _show(self) -> None:
         from .progress_view import View  # rich, imported only when shown
 
         with self._lock:
             if self._closed or self._view is not None:
                 return
+            self._drawn = True  # before rich starts: it hides the cursor at once
             self._view = View()
             if self._stage is not None:
                 self._view.stage(*self._stage)
@@ -123,3 +180,4 @@ class TerminalProgress(Progress):
             view, self._view = self._view, None
         if view is not None:
             view.stop()
+            self._drawn = False

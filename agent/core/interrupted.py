@@ -33,6 +33,7 @@ from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.intents import Held
 from earshot.cas.lookup import lookup
+from earshot.cas.progress import QUIET, Progress
 from earshot.cas.project import Project
 
 
@@ -95,6 +96,7 @@ def record_interrupted(
     calls: list[dict[str, Any]],
     *,
     external: bool,
+    progress: Progress = QUIET,
 ) -> Batch:
     """Walk the tree now and record the batch ``held`` names from its state before,
     flagged interrupted, each change pinned on a call only where the notes prove it."""
@@ -102,7 +104,11 @@ def record_interrupted(
     notes = held.notes()
     before = Digest(bytes.fromhex(str(doc["before"]))) if doc.get("before") else None
     after = project.record(
-        None, note="after an interrupted batch", session=engine.session.id, listed=False
+        None,
+        note="after an interrupted batch",
+        session=engine.session.id,
+        listed=False,
+        progress=progress,
     )
     proofs = Proofs(notes, external)
     ledger: list[Change] = []

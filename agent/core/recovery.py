@@ -44,6 +44,7 @@ from earshot.cas.digest import short
 from earshot.cas.errors import EarshotError
 from earshot.cas.intents import Held, Intent
 from earshot.cas.logs import get_logger
+from earshot.cas.progress import QUIET, Progress
 from earshot.cas.project import Project
 from earshot.cas.restage import relative_path
 
@@ -99,8 +100,11 @@ def interrupted(project: Project) -> list[Intent]:
     return [i for i in intents.pending() if not intents.is_live(i)]
 
 
-def finish_all(project: Project) -> tuple[list[Finished], list[Unfinished]]:
-    """Finish every interrupted operation that can be finished now, oldest first."""
+def finish_all(
+    project: Project, progress: Progress = QUIET
+) -> tuple[list[Finished], list[Unfinished]]:
+    """Finish every interrupted operation that can be finished now, oldest first
+    (``progress`` hears how far each is)."""
     finished: list[Finished] = []
     unfinished: list[Unfinished] = []
     for intent in project.intents.pending():
@@ -108,7 +112,7 @@ def finish_all(project: Project) -> tuple[list[Finished], list[Unfinished]]:
         if held is None:
             continue  # its owner lives, or another command finished it just now
         try:
-            summary = _finish(project, held)
+            summary = _finish(project, held, progress)
         except (EarshotError, OSError) as exc:
             held.close()
             reason = str(exc) if isinstance(exc, EarshotError) else (exc.strerror or str(exc))
@@ -123,10 +127,10 @@ def finish_all(project: Project) -> tuple[list[Finished], list[Unfinished]]:
     return finished, unfinished
 
 
-def _finish(project: Project, held: Held) -> str:
+def _finish(project: Project, held: Held, progress: Progress) -> str:
     kind = held.intent.kind
     if kind == INTENT_CALLS:
-        return finish_batch(project, held)
+        return finish_batch(project, held, progress)
     if kind in _REVERTS:
         doc = held.intent.doc
         engine = Engine(project, str(doc["session"]))
@@ -135,7 +139,7 @@ def _finish(project: Project, held: Held) -> str:
         if isinstance(then_doc, dict):
             then = project.intents.new(str(then_doc["kind"]), dict(then_doc["doc"]))
         try:
-            impact = finish_revert(engine, held, then)
+            impact = finish_revert(engine, held, then, progress)
         except BaseException:
             if then is not None:
                 then.release()
@@ -143,19 +147,21 @@ def _finish(project: Project, held: Held) -> str:
         if then is not None:
             finish_navigation(project, then)
         return (
-            f"finished an interrupted {kind}: restored {len(impact.restored)}, deleted "
-            f"{len(impact.deleted)}, {len(impact.conflicts)} conflicts "
+            f"finished an interrupted {kind}: restored {len(impact.restored):,}, deleted "
+            f"{len(impact.deleted):,}, {len(impact.conflicts):,} conflicts "
             f"(batch {impact.record})"
         )
     if kind == NAVIGATE:
         finish_navigation(project, held)
         return "appended the navigation of an interrupted rewind"
     if kind == "restore":
-        restored = project.finish_restore(held)
+        restored = project.finish_restore(held, progress)
         result = restored.result
         done = len(result.written) + len(result.deleted) if result is not None else 0
         target = str(held.intent.doc.get("target", ""))
-        return f"finished an interrupted restore to {target[:12]} ({done} paths written or deleted)"
+        return (
+            f"finished an interrupted restore to {target[:12]} ({done:,} paths written or deleted)"
+        )
     raise UnknownIntent(held.intent)
 
 
@@ -167,7 +173,7 @@ class UnknownIntent(EarshotError):
         )
 
 
-def finish_batch(project: Project, held: Held) -> str:
+def finish_batch(project: Project, held: Held, progress: Progress = QUIET) -> str:
     """Record a batch of tool calls whose process died (see the module's rules)."""
     doc = held.intent.doc
     notes = held.notes()
@@ -189,7 +195,7 @@ def finish_batch(project: Project, held: Held) -> str:
     # that knows no place is linked at the log's leaf now.
     engine = Engine(project, str(doc["session"]), link_conversation=not doc.get("anchor"))
     external = isinstance(doc.get(EXTERNAL), dict)
-    batch = record_interrupted(project, engine, held, calls, external=external)
+    batch = record_interrupted(project, engine, held, calls, external=external, progress=progress)
     unpoint(project.store_dir, doc)  # an agent's batch: the daemon's pointer goes too
     before = batch.before
     added = sum(1 for c in batch.ledger if c.before is None)
@@ -197,5 +203,5 @@ def finish_batch(project: Project, held: Held) -> str:
     modified = len(batch.ledger) - added - deleted
     return (
         f"recorded interrupted batch {batch.seq} of session {batch.session} from its state "
-        f"before ({short(before) if before else 'none'}): +{added} ~{modified} -{deleted}"
+        f"before ({short(before) if before else 'none'}): +{added:,} ~{modified:,} -{deleted:,}"
     )

@@ -16,6 +16,7 @@ touched.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -383,8 +384,32 @@ class Reverter:
             rmdirs: set[str] = set(plan.rmdirs)
             for path in impact.deleted + [source for source, _ in impact.moved]:
                 self._created_dirs(reader, rev.anchor_tree, path, plan, rmdirs)
-        impact.removed_dirs = sorted(rmdirs)
+        self._keep_dirs_left_full(plan, impact)
+        impact.removed_dirs = sorted(plan.rmdirs)
         return plan
+
+    def _keep_dirs_left_full(self, plan: RestorePlan, impact: Impact) -> None:
+        """A directory to remove that will still hold something (a conflict, a kept
+        path, what the batches never saw) is kept, as applying would find: so a
+        dry run says what the undo will do."""
+        leaving = {path for path, _ in plan.deletes} | {src for src, _, _ in plan.renames}
+        arriving = {path for path, _ in plan.mkdirs} | {dst for _, dst, _ in plan.renames}
+        for path in sorted(plan.rmdirs, key=lambda p: -p.count("/")):  # as applied
+            try:
+                names = os.listdir(os.path.join(self.project.root, path))
+            except OSError:
+                continue  # gone, or not a directory: applying says why
+            held = [n for n in names if f"{path}/{n}" not in leaving]
+            if held or any(p.startswith(f"{path}/") for p in arriving):
+                plan.rmdirs.remove(path)
+                impact.keep(path, DIR_NOT_EMPTY)
+                # A file that was to replace it is not written either.
+                plan.writes = [(p, e) for p, e in plan.writes if p != path]
+                for listed in (impact.deleted, impact.restored):
+                    if path in listed:
+                        listed.remove(path)
+            else:
+                leaving.add(path)
 
     @staticmethod
     def _keep_what_a_conflict_needs(rev: Reversal, plan: RestorePlan, impact: Impact) -> None:

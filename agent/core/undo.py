@@ -243,7 +243,9 @@ def redo(
         return _revert(engine, rev, force=force, dry_run=dry_run, progress=progress)
 
 
-def finish_revert(engine: Engine, held: Held, then: Held | None = None) -> Impact:
+def finish_revert(
+    engine: Engine, held: Held, then: Held | None = None, progress: Progress = QUIET
+) -> Impact:
     """Finish an undo, redo or rewind whose process died (its intent, claimed).
 
     The revert is worked out again from the records it names and runs from
@@ -262,7 +264,13 @@ def finish_revert(engine: Engine, held: Held, then: Held | None = None) -> Impac
             batches = [history[t] for t in targets if t in history]
             rev = undo_reversal(engine.project, batches, kind, dict(doc.get("call", {})))
         return _revert(
-            engine, rev, force=bool(doc.get("force")), dry_run=False, resume=held, then=then
+            engine,
+            rev,
+            force=bool(doc.get("force")),
+            dry_run=False,
+            resume=held,
+            then=then,
+            progress=progress,
         )
 
 

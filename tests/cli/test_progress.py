@@ -8,7 +8,9 @@ in the terminal's bytes whatever the machine's speed.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,3 +123,62 @@ def test_no_progress_for_work_shorter_than_the_wait(cli: Cli) -> None:
     drawn = _on_terminal(cli, "undo", after="600")
     assert "undo of batch" in drawn
     assert _LINE.search(drawn) is None, drawn
+
+
+def _pending(pid: int, signum: int) -> bool:
+    """Whether ``signum`` waits for the (stopped) process ``pid``."""
+    with open(f"/proc/{pid}/status") as f:
+        masks = dict(line.split(":\t", 1) for line in f if line.startswith(("ShdPnd", "SigPnd")))
+    return any(int(mask, 16) & 1 << (signum - 1) for mask in masks.values())
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_kill_while_the_line_shows_restores_the_cursor_and_still_kills(
+    cli: Cli, signum: int
+) -> None:
+    _made_60(cli)
+    # Stopped at its third delete, the line drawn; under the daemon, in its worker.
+    env = cli.env(
+        TERM="xterm",
+        EARSHOT_PROGRESS_AFTER="0",
+        EARSHOT_FAULTS="restore-delete@3=stop",
+        EARSHOT_FAULTS_HOSTED="1",
+    )
+    child = pexpect.spawn(
+        str(EARSHOT), ["undo"], cwd=str(cli.root), env=env, dimensions=(50, 200), timeout=120
+    )
+    child.expect(rb"earshot-fault: restore-delete \(stopped: pid (\d+)\)")
+    stopped = int(child.match.group(1))
+    drawn = child.before
+    assert b"\x1b[?25l" in drawn and b"undoing" in drawn, drawn
+    # The signal goes to the command as a terminal or a kill sends it; a
+    # client passes it on to its worker (entry.py): it waits there until
+    # the worker goes on.
+    os.kill(child.pid, signum)
+    while not _pending(stopped, signum):
+        os.sched_yield()
+    os.kill(stopped, signal.SIGCONT)
+    child.expect(pexpect.EOF)
+    child.close()
+    after = child.before
+    assert after.rfind(b"\x1b[?25h") > after.rfind(b"\x1b[?25l"), after
+    assert b"\x1b[?25h" in after, after
+    if stopped == child.pid:  # in-process: it died of the signal, as without a line
+        assert child.signalstatus == signum, (child.exitstatus, after)
+    else:  # the worker died of it, without a word back: its client says so
+        assert child.exitstatus == 1 and b"worker stopped before the call ended" in after
+    assert b"Traceback" not in drawn + after
+
+
+def test_finishing_an_interrupted_undo_shows_progress_and_counts_with_separators(
+    cli: Cli,
+) -> None:
+    cli.write("keep.txt", "kept\n")
+    cli.snap()
+    cli.run("bash", "mkdir many && for i in $(seq 1200); do echo $i > many/$i; done")
+    killed = cli.run("undo", expect=None, env=cli.env(EARSHOT_FAULTS="restore-delete@100=kill"))
+    assert "earshot-fault: restore-delete" in killed.stderr, killed
+    drawn = _on_terminal(cli, "undo")  # the next command finishes it first
+    assert re.search(r"undoing\b.* of 1,\d{3} paths", drawn), drawn
+    assert re.search(r"finished an interrupted undo: restored 0, deleted 1,2\d\d,", drawn), drawn
+    assert not (cli.root / "many").exists()

@@ -82,3 +82,19 @@ def test_a_restore_past_50_paths_prints_totals_and_counts_per_folder(cli: Cli) -
     assert len(cli.json("restore", snap, "--dry-run")["written"]) == 60
     done = cli.run("restore", snap).stdout
     assert "write 60 paths in lib/: x/ 45, y/ 15" in done
+
+
+def test_an_undo_dry_run_rmdirs_only_what_the_undo_will(cli: Cli) -> None:
+    """A folder left holding a conflict is not "would rmdir": the undo keeps it."""
+    _made(cli, 40, 20)
+    (cli.root / "src/b/7").write_text("changed since the batch\n")  # a conflict: it stays
+    dry = cli.run("undo", "--dry-run", expect=3).stdout
+    assert "would rmdir 1 path in src/:" in dry, dry
+    assert "kept (directory not empty) 2 paths" in dry, dry
+    planned = cli.json("undo", "--dry-run", expect=3)
+    done = cli.json("undo", expect=3)
+    for doc in (planned, done):
+        assert doc["removed_dirs"] == ["src/a"], doc
+        kept = sorted(k["path"] for k in doc["kept"] if "not empty" in k["reason"])
+        assert kept == ["src", "src/b"], doc
+    assert (cli.root / "src/b/7").exists() and not (cli.root / "src/a").exists()
