@@ -15,6 +15,8 @@ from collections import deque
 
 #: Lines of a running command's output the pane shows.
 LINES = 10
+#: Characters kept of a line not ended yet (wider than any terminal).
+_PARTIAL_MAX = 4096
 #: CSI and OSC sequences, and any other two-character escape.
 _ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_])")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -49,9 +51,12 @@ class CommandPane:
         self._partial = ""
 
     def feed(self, text: str) -> None:
-        *complete, self._partial = (self._partial + text).split("\n")
+        *complete, partial = (self._partial + text).split("\n")
         self.lines.extend(_shown(line) for line in complete)
         self.count += len(complete)
+        # A line with no end yet (a progress bar redrawn with \r for minutes):
+        # only its latest state, and no more of it than a pane can show, is kept.
+        self._partial = partial.rsplit("\r", 1)[-1][-_PARTIAL_MAX:]
 
     def end(self) -> None:
         self.command = None

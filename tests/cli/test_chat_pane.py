@@ -49,3 +49,15 @@ def test_a_running_commands_output_shows_live_then_gives_way_to_its_result(
     shown = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen.expect("Ran it"))
     assert "⎿ line-1" in shown and "… 11 more lines" in shown  # the usual result
     screen.leave()
+
+
+def test_a_line_redrawn_without_end_keeps_its_latest_state_only() -> None:
+    pane = CommandPane()
+    pane.start("pip install something")
+    for percent in range(100_000):  # a progress bar redrawn with \r, never ended
+        pane.feed(f"\rdownloading {percent}%")
+    assert pane._partial == "downloading 99999%"  # not 100,000 states held
+    pane.feed("x" * 100_000)
+    assert len(pane._partial) <= 4096
+    pane.feed("\ndone\n")
+    assert pane.rows(80)[-1] == ("fg:ansibrightblack", "    done")
