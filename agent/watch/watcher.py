@@ -299,6 +299,11 @@ class Watcher:
             # Tokens handed out while re-watching are not trusted either.
             self._gap("overflow", "inotify queue overflowed: events were lost")
 
+    def on_events_lost(self) -> None:
+        """watchdog 7.1.1 calls this once every callback's ``on_queue_overflow``
+        has returned; the overflow was handled there (a gap, the tree walked
+        again), so there is nothing more to do."""
+
     # -- internals (under self._lock) ---------------------------------------
 
     def _handle(self, event: InotifyEvent) -> None:
