@@ -25,7 +25,9 @@ import click
 from earshot.agent.hooks.codex_config import (
     ConfigShape,
     codex_trust,
+    kept_level,
     parse,
+    project_level,
     with_trust,
     without_trust,
 )
@@ -130,7 +132,7 @@ class Settings:
         return write_bytes(self.real, _encode(doc), None if created else self.old)
 
 
-def _codex_config() -> Path:
+def codex_config_file() -> Path:
     home = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
     return Path(home) / "config.toml"
 
@@ -146,7 +148,7 @@ class CodexConfig:
 
     @classmethod
     def read(cls, path: Path | None = None) -> CodexConfig:
-        path = path or _codex_config()
+        path = path or codex_config_file()
         real = real_file(path, None)
         old = read_bytes(real)
         try:
@@ -185,7 +187,8 @@ TrustPlan = tuple[CodexConfig, str, str | None]
 
 def trust_plan(hooks_file: Path, doc: dict[str, Any], project: str | None) -> TrustPlan | None:
     """Codex's config and its text with earshot's hooks trusted, and ``project``
-    (a project's own hooks run only in a trusted project); None: already so."""
+    (a project's own hooks run only in a trusted project) unless the config
+    sets its trust level already, whatever to; None: nothing to add."""
     config = CodexConfig.read()
     try:
         new = with_trust(config.text, codex_trust(str(hooks_file.resolve()), doc), project)
@@ -194,15 +197,20 @@ def trust_plan(hooks_file: Path, doc: dict[str, Any], project: str | None) -> Tr
     if new == config.text:
         return None
     added = None
-    if project is not None and not trusted(config.text, project):
-        added = project
+    if project is not None and project_level(parse(config.text), project) is None:
+        added = project  # noted: uninstall takes out only the trust install added
     return config, new, added
 
 
-def trusted(text: str, project: str) -> bool:
-    from earshot.agent.hooks.codex_config import trusted_project
-
-    return trusted_project(parse(text), project)
+def kept_trust(project: str | None) -> Any:
+    """The trust level the person set for ``project`` in Codex's config, when it
+    is not "trusted" (earshot leaves it: theirs to change); None: none such."""
+    if project is None:
+        return None
+    try:
+        return kept_level(CodexConfig.read().text, project)
+    except SettingsError:
+        return None
 
 
 def untrust_plan(hooks_file: Path, doc: dict[str, Any], project: str | None) -> TrustPlan | None:

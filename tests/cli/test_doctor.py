@@ -85,7 +85,10 @@ def test_doctor_says_codex_runs_nothing_until_the_project_is_trusted(
     cli.run("install", "codex", env=env)
     doc = cli.run("doctor", "codex", "--json", env=env, expect=1).json()
     (trust,) = _checks(doc)["codex trust"]
-    assert trust["status"] == "failed" and "the project and" in trust["detail"]
+    assert trust["status"] == "failed"
+    assert (
+        "9 of earshot's hooks are not trusted and the project is not trusted: " in (trust["detail"])
+    )
     assert trust["fix"] == "earshot install codex --trust"
     cli.run("install", "codex", "--trust", env=env)
     doc = cli.run("doctor", "codex", "--json", env=env).json()

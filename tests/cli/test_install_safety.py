@@ -5,6 +5,7 @@ leaves no litter, and machine paths go where only this machine reads them."""
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from pathlib import Path
 
@@ -165,3 +166,37 @@ def test_no_hook_asks_a_timeout_its_agent_clamps(cli: Cli, root: Path) -> None:
     cli.run("install", "claude")
     claude = json.loads((root / ".claude" / "settings.local.json").read_text())["hooks"]
     assert claude["SessionEnd"][0]["hooks"][0]["timeout"] == 60
+
+
+#: A trust level of the project the person set in Codex's config, in the shapes it reads.
+PERSON_TRUST = {
+    "dotted untrusted": 'projects."{root}".trust_level = "untrusted"\nmodel = "o3"\n',
+    "table untrusted": 'model = "o3"\n\n[projects."{root}"]\ntrust_level = "untrusted"\n',
+    "only the line": 'projects."{root}".trust_level = "untrusted"\n',
+    "trusted": 'projects."{root}".trust_level = "trusted"\nmodel = "o3"\n',
+}
+
+
+@pytest.mark.parametrize("shape", sorted(PERSON_TRUST))
+def test_a_project_trust_level_the_person_set_is_never_changed_and_uninstall_gives_it_back(
+    cli: Cli, root: Path, own_home: Path, shape: str
+) -> None:
+    project = os.path.realpath(root)
+    config = own_home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    text = PERSON_TRUST[shape].format(root=project)
+    config.write_text(text)
+    level = "trusted" if shape == "trusted" else "untrusted"
+    ran = cli.run("install", "codex", "--trust", expect=0 if level == "trusted" else 3)
+    assert tomllib.loads(config.read_text())["projects"][project] == {"trust_level": level}
+    if level == "untrusted":
+        (said,) = [x for x in ran.stdout.splitlines() if x.startswith("FAILED")]
+        assert said.startswith("FAILED  codex trust: ")
+        assert f'projects."{project}".trust_level = "untrusted"' in said
+        assert 'change it to "trusted" by hand' in said
+        doc = cli.run("install", "codex", "--trust", "--json", expect=3).json()
+        assert doc["project_trust_kept"] == "untrusted"
+    gone = cli.run("uninstall", "codex").stdout
+    assert "which install added" not in gone
+    assert config.read_bytes() == text.encode()
+    assert sorted(p.name for p in config.parent.iterdir()) == ["config.toml"]
