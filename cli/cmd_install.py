@@ -202,7 +202,7 @@ def install(
         line = command.line()
         why = probe_failure(line, agent, os.path.realpath(root))
         if why is not None:
-            fail(f"--command {program}: {why}; nothing was written", 1, "command_fails")
+            fail(f"--command {program} {why}; nothing was written", 1, "command_fails")
         probed = frozenset(command.line(event) for event, _ in EVENTS[agent])
     # Everything is read and checked before anything is written.
     with _in_one_line():

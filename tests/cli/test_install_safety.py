@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from earshot_cli import Cli
+from hanging import all_gone, hanging
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +28,7 @@ def test_install_refuses_a_command_that_does_not_run_and_writes_nothing(
 ) -> None:
     ran = cli.run("install", agent, "--command", "/nonexistent/earshot", expect=1)
     (line,) = ran.stderr.splitlines()
-    assert line.startswith("earshot: --command /nonexistent/earshot: not found")
+    assert line.startswith("earshot: --command /nonexistent/earshot is not found")
     assert line.endswith("nothing was written")
     assert list(root.iterdir()) == []
 
@@ -40,8 +41,20 @@ def test_install_refuses_a_command_that_runs_but_is_not_earshot(
     fake.write_text("#!/bin/sh\ncat >/dev/null\n")
     fake.chmod(0o755)
     ran = cli.run("install", "claude", "--command", str(fake), expect=1)
-    assert "does not answer as earshot's hook" in ran.stderr
+    assert f"--command {fake} runs, but does not answer as earshot's hook" in ran.stderr
     assert list(root.iterdir()) == []
+
+
+def test_a_command_that_hangs_is_killed_with_its_children_at_the_timeout(
+    cli: Cli, root: Path, tmp_path: Path
+) -> None:
+    pids = tmp_path / "pids"
+    script = hanging(tmp_path / "bin", pids)
+    env = cli.env(EARSHOT_PROBE_TIMEOUT="2")
+    ran = cli.run("install", "claude", "--command", str(script), env=env, expect=1)
+    (line,) = ran.stderr.splitlines()
+    assert line == f"earshot: --command {script} did not answer within 2 s; nothing was written"
+    assert all_gone(pids)
 
 
 #: A config Codex reads, each setting ``hooks.state`` in another shape.
