@@ -7,7 +7,6 @@ A file of the person's by that name, or a link, is never written over.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import click
 
 from earshot.agent.hooks.settings import command_file
 
+from .install_files import note_made_dirs, remove_made_dirs
 from .settings_io import leads_out
 
 
@@ -53,6 +53,7 @@ def put_command(spec: tuple[Path, str] | None, dry_run: bool) -> tuple[str | Non
         return None, str(path)  # someone's own /earshot: theirs to keep
     if not dry_run:
         try:
+            note_made_dirs(path)
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -78,6 +79,5 @@ def drop_command(spec: tuple[Path, str] | None, dry_run: bool) -> str | None:
         return None
     if not dry_run:
         path.unlink()
-        with contextlib.suppress(OSError):  # commands/ left empty goes too
-            path.parent.rmdir()
+        remove_made_dirs(path)  # commands/ (and .claude/) install made, left empty
     return str(path)

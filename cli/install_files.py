@@ -4,14 +4,14 @@
 ``CodexConfig`` Codex's ``config.toml``, where ``--trust`` marks earshot's
 hooks (and the project) trusted. What uninstall needs to give a file back as
 it was is noted in earshot's data home (``installs.json``): that earshot
-created the file, the projects it trusted, what Gemini's
+created the file (or a directory on its way, such as ``.claude/``), the
+projects it trusted, what Gemini's
 ``hooksConfig.enabled`` was before install turned it on.
 The bytes go through ``settings_io``: links, FIFOs, backups.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import math
@@ -122,10 +122,10 @@ class Settings:
         if not doc and created:
             remove_file(self.real)
             _unnote(self.real, "created")
-            with contextlib.suppress(OSError):  # .claude/ left empty goes too
-                self.real.parent.rmdir()
+            remove_made_dirs(self.real)
             return None
         if self.old is None:
+            note_made_dirs(self.real)
             _note(self.real, "created", True)  # before the file: never one without it
             created = True
         # A file earshot created had nothing of the person's before it: no backup.
@@ -173,8 +173,10 @@ class CodexConfig:
         if not text.strip() and created:
             remove_file(self.real)
             _unnote(self.real, "created")
+            remove_made_dirs(self.real)
             return
         if self.old is None:
+            note_made_dirs(self.real)
             _note(self.real, "created", True)
             created = True
         write_bytes(self.real, text.encode("utf-8"), None if created else self.old)
@@ -304,6 +306,34 @@ def _unnote(path: Path, key: str) -> None:
     if not entry:
         del doc[str(path)]
     write_bytes(_installs_file(), json.dumps(doc, indent=2).encode() + b"\n", None)
+
+
+def note_made_dirs(path: Path) -> None:
+    """Note each directory on the way to ``path`` that is not there yet, before
+    it is made: uninstall removes the ones it leaves empty, and none other (a
+    ``.claude/`` the person had stays)."""
+    missing = []
+    at = Path(os.path.abspath(path)).parent
+    while not at.exists() and not at.is_symlink() and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    for directory in reversed(missing):
+        _note(directory, "created", True)
+
+
+def remove_made_dirs(path: Path) -> None:
+    """Remove the directories on the way to ``path`` that install made and that
+    are left empty, deepest first; stop at the first one that is not both."""
+    at = Path(os.path.abspath(path)).parent
+    while _noted(at).get("created"):
+        try:
+            at.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return  # something is in it (the person's, or earshot's still): it stays
+        _unnote(at, "created")
+        at = at.parent
 
 
 def remember_hooks_config(agent: str, settings: Settings, new: dict[str, Any]) -> None:

@@ -116,9 +116,21 @@ def test_uninstall_leaves_no_empty_file_and_no_backup(
     cli.run("install", agent, *(["--trust"] if agent == "codex" else []))
     cli.run("install", agent, "--strict")  # a second install: still one backup at most
     cli.run("uninstall", agent)
-    left = [p for p in root.rglob("*")]
-    assert left == [] or all(p.is_dir() for p in left), left
-    assert not [p for p in own_home.rglob("*") if p.is_file()]
+    # The folders install made (.claude/, its commands/, Codex's home) go too.
+    assert list(root.iterdir()) == []
+    assert not own_home.exists()
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_uninstall_keeps_the_person_s_own_empty_agent_folder(
+    cli: Cli, root: Path, agent: str
+) -> None:
+    folder = root / f".{agent}"
+    folder.mkdir()
+    cli.run("install", agent)
+    assert any(folder.iterdir())
+    cli.run("uninstall", agent)
+    assert list(root.iterdir()) == [folder] and list(folder.iterdir()) == []
 
 
 def test_uninstall_gives_a_person_s_file_back_byte_for_byte(cli: Cli, root: Path) -> None:
