@@ -13,6 +13,7 @@ The bytes go through ``settings_io``: links, FIFOs, backups.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import os
@@ -162,24 +163,38 @@ class CodexConfig:
         return cls(path, real, old, text)
 
     def write(self, text: str) -> None:
+        """Write ``text``; the backup's bytes instead when it means the same and
+        the file is as earshot last wrote it (a comment the person added since
+        means nothing to TOML, and stays)."""
         saved = saved_backup(self.real)
         try:
             same = saved is not None and parse(saved.decode("utf-8")) == parse(text)
         except (ConfigShape, UnicodeDecodeError):
             same = False
+        wrote = _noted(self.real).get("wrote")
+        if wrote is not None and self.old is not None and _digest(self.old) != wrote:
+            same = False
         if restore_backup(self.real, same):
+            _unnote(self.real, "wrote")
             return
         created = bool(_noted(self.real).get("created"))
         if not text.strip() and created:
             remove_file(self.real)
             _unnote(self.real, "created")
+            _unnote(self.real, "wrote")
             remove_made_dirs(self.real)
             return
         if self.old is None:
             note_made_dirs(self.real)
             _note(self.real, "created", True)
             created = True
-        write_bytes(self.real, text.encode("utf-8"), None if created else self.old)
+        data = text.encode("utf-8")
+        write_bytes(self.real, data, None if created else self.old)
+        _note(self.real, "wrote", _digest(data))
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 #: A plan to write Codex's config: the config read, its new text, and the

@@ -260,7 +260,21 @@ def without_trust(text: str, keys: list[str], project: str | None) -> str:
             if path[-1] in at:
                 del at[path[-1]]
 
-    return _checked(text, expected, change)
+    return _no_longer_tail(text, _checked(text, expected, change))
+
+
+def _no_longer_tail(text: str, out: str) -> str:
+    """``out`` without the one blank line tomlkit put before tables it added at
+    the end, which stays when they go: an ending of exactly one blank line
+    where ``text`` ended in a single line break. (A file that itself ended in
+    one blank line loses it here; its backup, when it matches, gives it back.)"""
+    for newline in ("\r\n", "\n"):
+        if text.endswith(newline) and not text.endswith(newline * 2):
+            body = out.removesuffix(newline * 2)
+            if body != out and body.strip() and not body.endswith(newline):
+                return body + newline
+            return out
+    return out
 
 
 def _was_made(plain: dict[str, Any], path: tuple[str, ...], drops: list[tuple[str, ...]]) -> bool:

@@ -225,3 +225,15 @@ def test_a_project_trust_level_the_person_set_is_never_changed_and_uninstall_giv
     assert "which install added" not in gone
     assert config.read_bytes() == text.encode()
     assert sorted(p.name for p in config.parent.iterdir()) == ["config.toml"]
+
+
+def test_uninstall_after_the_person_edited_codex_s_config_leaves_no_blank_line_of_earshot(
+    cli: Cli, root: Path, own_home: Path
+) -> None:
+    config = own_home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('model = "o3"\n')
+    cli.run("install", "codex", "--user", "--trust")
+    config.write_text("# mine\n" + config.read_text())  # the backup no longer matches
+    cli.run("uninstall", "codex", "--user")
+    assert config.read_bytes() == b'# mine\nmodel = "o3"\n'
