@@ -77,6 +77,10 @@ def hook_files(
     return found, checks
 
 
+def _many(n: int, one: str, more: str) -> str:
+    return f"{n} {one if n == 1 else more}"
+
+
 def _install(agent: str, user: bool, more: str = "") -> str:
     return f"earshot install {agent}{' --user' if user else ''}{more}"
 
@@ -269,7 +273,8 @@ def inotify_check(root: str, status: dict[str, object] | None) -> Check:
     return Check(
         "inotify",
         OK,
-        f"{dirs} directories; max_user_watches {watches}, max_user_instances {instances}",
+        f"{_many(dirs, 'directory', 'directories')}; max_user_watches {watches}, "
+        f"max_user_instances {instances}",
     )
 
 
@@ -296,7 +301,8 @@ def store_check(root: str) -> Check:
         first = report.problems[0]
         more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
         return Check("store", FAILED, f"{first}{more}", "earshot fsck (--repair where it says)")
-    return Check("store", OK, f"{report.snapshots} snapshots; records sealed and whole")
+    snapshots = _many(report.snapshots, "snapshot", "snapshots")
+    return Check("store", OK, f"{snapshots}; records sealed and whole")
 
 
 #: Below these, a snapshot of a changed tree may not fit.

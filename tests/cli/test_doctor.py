@@ -137,3 +137,10 @@ def test_doctor_kills_an_installed_hook_that_hangs_and_says_so_in_english(
     (line,) = [x for x in ran.stdout.splitlines() if x.startswith("FAILED")]
     assert line.endswith("settings.local.json: the hook command did not answer within 2 s")
     assert all_gone(pids)
+
+
+def test_doctor_counts_in_english_one_directory_is_not_one_directories(
+    cli: Cli, root: Path
+) -> None:
+    (inotify,) = _checks(cli.run("doctor", "--json").json())["inotify"]
+    assert inotify["detail"].startswith("1 directory; max_user_watches ")
