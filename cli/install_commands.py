@@ -28,7 +28,10 @@ def command_spec(agent: str, user: bool, root: str) -> tuple[Path, str] | None:
         return None
     path = Path(spec[0])
     if not user and (out := leads_out(path, Path(root))) is not None:
-        click.echo(f"earshot: {path}: leads out of the project (to {out}); not written", err=True)
+        click.echo(
+            f"earshot: warning: {path} leads out of the project (to {out}); /earshot not written",
+            err=True,
+        )
         return None
     return path, spec[1]
 
@@ -61,7 +64,8 @@ def put_command(spec: tuple[Path, str] | None, dry_run: bool) -> tuple[str | Non
         except OSError as exc:  # the hooks are in: say so, and go on without /earshot
             where = exc.filename or path
             click.echo(
-                f"earshot: {where}: cannot write the /earshot command ({exc.strerror})", err=True
+                f"earshot: warning: {where}: cannot write the /earshot command ({exc.strerror})",
+                err=True,
             )
             return None, None
     return str(path), None

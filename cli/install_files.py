@@ -239,7 +239,11 @@ def untrust_plan(hooks_file: Path, doc: dict[str, Any], project: str | None) -> 
         config = CodexConfig.read()
     except SettingsError as exc:
         if keys:
-            click.echo(f"earshot: {exc} (earshot's trust entries there, if any, stay)", err=True)
+            click.echo(
+                f"earshot: warning: {exc.path}: {exc.why} (earshot's trust entries there, "
+                "if any, stay)",
+                err=True,
+            )
         return None
     ours = project if project in _noted(config.real).get("projects", []) else None
     if not keys and ours is None:
@@ -247,7 +251,9 @@ def untrust_plan(hooks_file: Path, doc: dict[str, Any], project: str | None) -> 
     try:
         new = without_trust(config.text, keys, ours)
     except ConfigShape as exc:
-        click.echo(f"earshot: {config.real}: {exc.why} (earshot's trust entries stay)", err=True)
+        click.echo(
+            f"earshot: warning: {config.real}: {exc.why} (earshot's trust entries stay)", err=True
+        )
         return None
     return None if new == config.text else (config, new, ours)
 
