@@ -14,7 +14,7 @@ import click
 
 from earshot.agent.hooks.settings import command_file
 
-from .install_files import note_made_dirs, remove_made_dirs
+from .install_notes import note_made_dirs, remove_made_dirs
 from .settings_io import leads_out
 
 

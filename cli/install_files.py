@@ -3,11 +3,8 @@
 ``Settings`` is an agent's JSON settings (or Codex's ``hooks.json``);
 ``CodexConfig`` Codex's ``config.toml``, where ``--trust`` marks earshot's
 hooks (and the project) trusted. What uninstall needs to give a file back as
-it was is noted in earshot's data home (``installs.json``): that earshot
-created the file (or a directory on its way, such as ``.claude/``), the
-projects it trusted, what Gemini's
-``hooksConfig.enabled`` was before install turned it on.
-The bytes go through ``settings_io``: links, FIFOs, backups.
+it was is noted in earshot's data home (``install_notes``). The bytes go
+through ``settings_io``: links, FIFOs, backups.
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ from earshot.agent.hooks.codex_config import (
     without_trust,
 )
 
+from .install_notes import note, note_made_dirs, noted, remove_made_dirs, unnote
 from .settings_io import (
     SettingsError,
     read_bytes,
@@ -119,15 +117,15 @@ class Settings:
         an empty one in a file earshot created removes the file."""
         if restore_backup(self.real, _means(saved_backup(self.real), doc)):
             return None
-        created = bool(_noted(self.real).get("created"))
+        created = bool(noted(self.real).get("created"))
         if not doc and created:
             remove_file(self.real)
-            _unnote(self.real, "created")
+            unnote(self.real, "created")
             remove_made_dirs(self.real)
             return None
         if self.old is None:
             note_made_dirs(self.real)
-            _note(self.real, "created", True)  # before the file: never one without it
+            note(self.real, "created", True)  # before the file: never one without it
             created = True
         # A file earshot created had nothing of the person's before it: no backup.
         return write_bytes(self.real, _encode(doc), None if created else self.old)
@@ -171,26 +169,26 @@ class CodexConfig:
             same = saved is not None and parse(saved.decode("utf-8")) == parse(text)
         except (ConfigShape, UnicodeDecodeError):
             same = False
-        wrote = _noted(self.real).get("wrote")
+        wrote = noted(self.real).get("wrote")
         if wrote is not None and self.old is not None and _digest(self.old) != wrote:
             same = False
         if restore_backup(self.real, same):
-            _unnote(self.real, "wrote")
+            unnote(self.real, "wrote")
             return
-        created = bool(_noted(self.real).get("created"))
+        created = bool(noted(self.real).get("created"))
         if not text.strip() and created:
             remove_file(self.real)
-            _unnote(self.real, "created")
-            _unnote(self.real, "wrote")
+            unnote(self.real, "created")
+            unnote(self.real, "wrote")
             remove_made_dirs(self.real)
             return
         if self.old is None:
             note_made_dirs(self.real)
-            _note(self.real, "created", True)
+            note(self.real, "created", True)
             created = True
         data = text.encode("utf-8")
         write_bytes(self.real, data, None if created else self.old)
-        _note(self.real, "wrote", _digest(data))
+        note(self.real, "wrote", _digest(data))
 
 
 def _digest(data: bytes) -> str:
@@ -245,7 +243,7 @@ def untrust_plan(hooks_file: Path, doc: dict[str, Any], project: str | None) -> 
                 err=True,
             )
         return None
-    ours = project if project in _noted(config.real).get("projects", []) else None
+    ours = project if project in noted(config.real).get("projects", []) else None
     if not keys and ours is None:
         return None
     try:
@@ -262,15 +260,15 @@ def write_config(plan: TrustPlan, adding: bool) -> None:
     """Write the plan; note (or forget) the project whose trust earshot added."""
     config, text, project = plan
     if adding and project is not None:
-        projects = list(_noted(config.real).get("projects", []))
-        _note(config.real, "projects", sorted({*projects, project}))
+        projects = list(noted(config.real).get("projects", []))
+        note(config.real, "projects", sorted({*projects, project}))
     config.write(text)
     if not adding and project is not None:
-        projects = [p for p in _noted(config.real).get("projects", []) if p != project]
+        projects = [p for p in noted(config.real).get("projects", []) if p != project]
         if projects:
-            _note(config.real, "projects", projects)
+            note(config.real, "projects", projects)
         else:
-            _unnote(config.real, "projects")
+            unnote(config.real, "projects")
 
 
 #: Gemini's switch for every hook in its settings.
@@ -290,80 +288,13 @@ def turns_on_hooks(agent: str, before: dict[str, Any], after: dict[str, Any]) ->
     return agent == "gemini" and _switch(before) is False and _switch(after) is True
 
 
-def _installs_file() -> Path:
-    from earshot.cas.paths import data_home
-
-    return data_home() / "installs.json"
-
-
-def _installs() -> dict[str, Any]:
-    try:
-        data = read_bytes(_installs_file())
-        doc = json.loads(data) if data else {}
-    except (SettingsError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _noted(path: Path) -> dict[str, Any]:
-    """What earshot noted of a file it edited (in its data home, not the file)."""
-    noted = _installs().get(str(path))
-    return noted if isinstance(noted, dict) else {}
-
-
-def _note(path: Path, key: str, value: Any) -> None:
-    doc = _installs()
-    entry = doc.get(str(path))
-    doc[str(path)] = {**(entry if isinstance(entry, dict) else {}), key: value}
-    write_bytes(_installs_file(), json.dumps(doc, indent=2).encode() + b"\n", None)
-
-
-def _unnote(path: Path, key: str) -> None:
-    doc = _installs()
-    entry = doc.get(str(path))
-    if not isinstance(entry, dict) or key not in entry:
-        return
-    del entry[key]
-    if not entry:
-        del doc[str(path)]
-    write_bytes(_installs_file(), json.dumps(doc, indent=2).encode() + b"\n", None)
-
-
-def note_made_dirs(path: Path) -> None:
-    """Note each directory on the way to ``path`` that is not there yet, before
-    it is made: uninstall removes the ones it leaves empty, and none other (a
-    ``.claude/`` the person had stays)."""
-    missing = []
-    at = Path(os.path.abspath(path)).parent
-    while not at.exists() and not at.is_symlink() and at != at.parent:
-        missing.append(at)
-        at = at.parent
-    for directory in reversed(missing):
-        _note(directory, "created", True)
-
-
-def remove_made_dirs(path: Path) -> None:
-    """Remove the directories on the way to ``path`` that install made and that
-    are left empty, deepest first; stop at the first one that is not both."""
-    at = Path(os.path.abspath(path)).parent
-    while _noted(at).get("created"):
-        try:
-            at.rmdir()
-        except FileNotFoundError:
-            pass
-        except OSError:
-            return  # something is in it (the person's, or earshot's still): it stays
-        _unnote(at, "created")
-        at = at.parent
-
-
 def remember_hooks_config(agent: str, settings: Settings, new: dict[str, Any]) -> None:
     """Keep what Gemini's ``hooksConfig.enabled`` was before earshot turned it on,
     so that uninstalling gives it back (in earshot's data home, not the settings)."""
     before = _switch(settings.doc)
     if agent != "gemini" or before is True or _switch(new) is not True:
         return
-    _note(settings.real, "hooksConfig.enabled", before)
+    note(settings.real, "hooksConfig.enabled", before)
 
 
 def restore_hooks_config(agent: str, settings: Settings, doc: dict[str, Any]) -> bool:
@@ -372,12 +303,12 @@ def restore_hooks_config(agent: str, settings: Settings, doc: dict[str, Any]) ->
     ``doc`` is written)."""
     if agent != "gemini":
         return False
-    noted = _noted(settings.real)
-    if "hooksConfig.enabled" not in noted:
+    found = noted(settings.real)
+    if "hooksConfig.enabled" not in found:
         return False
     config = doc.get(_HOOKS_CONFIG)
     if isinstance(config, dict) and config.get("enabled") is True:
-        before = noted["hooksConfig.enabled"]
+        before = found["hooksConfig.enabled"]
         if before == _ABSENT:
             del config["enabled"]
             if not config:
@@ -388,4 +319,4 @@ def restore_hooks_config(agent: str, settings: Settings, doc: dict[str, Any]) ->
 
 
 def forget_hooks_config(settings: Settings) -> None:
-    _unnote(settings.real, "hooksConfig.enabled")
+    unnote(settings.real, "hooksConfig.enabled")
