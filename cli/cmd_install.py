@@ -38,11 +38,13 @@ from earshot.cas.errors import EarshotError
 from . import render
 from .cmd_doctor import check_docs, check_lines
 from .common import configure_logging, error_kind, fail
-from .doctor_checks import hook_checks
+from .doctor_checks import hook_checks, kept_trust_line
 from .install_commands import command_spec, drop_command, put_command
 from .install_files import (
     Settings,
+    codex_config_file,
     forget_hooks_config,
+    kept_trust,
     remember_hooks_config,
     restore_hooks_config,
     trust_plan,
@@ -183,7 +185,9 @@ def install(
 
     \b
     Exit codes: 0 installed; 1 nothing written (a settings file earshot
-    cannot edit, a --command that does not run).
+    cannot edit, a --command that does not run); 3 installed, but with
+    --trust Codex's config says the project is not trusted (a setting of
+    yours earshot leaves: one line says what to change by hand).
     """
     from .doctor_checks import FAILED, OK
 
@@ -198,7 +202,7 @@ def install(
         line = command.line()
         why = probe_failure(line, agent, os.path.realpath(root))
         if why is not None:
-            fail(f"--command {program}: {why}; nothing was written", 1, "command_fails")
+            fail(f"--command {program} {why}; nothing was written", 1, "command_fails")
         probed = frozenset(command.line(event) for event, _ in EVENTS[agent])
     # Everything is read and checked before anything is written.
     with _in_one_line():
@@ -212,6 +216,7 @@ def install(
         moved = [(o, remove_hooks(o.doc, agent)) for o in others if installed(o.doc, agent)]
         project = None if user else os.path.realpath(root)
         config = trust_plan(settings.real, new, project) if trust else None
+        trust_kept = kept_trust(project) if trust else None
         backup = None
         if hooks_changed and not dry_run:
             # The note first: a settings file written without it could never
@@ -246,6 +251,7 @@ def install(
             "slash_command": wrote,
             "slash_command_kept": kept,
             "trusted": trusted,
+            "project_trust_kept": trust_kept,
             "moved_from": [str(o.path) for o, _ in moved],
             "checks": check_docs(checks),
         }
@@ -281,15 +287,19 @@ def install(
                 lines.append(
                     f"  and the project {config[2]}, whose own hooks Codex reads only then"
                 )
+        if trust_kept is not None and project is not None and dry_run:
+            lines.append(kept_trust_line(codex_config_file(), project, trust_kept))
         failed = [c for c in checks if c.status == FAILED]
         lines += check_lines([c for c in checks if c.status != OK])
-        if failed:
+        if failed or trust_kept is not None:
             lines.append(f"{name} records nothing here until this is fixed")
         elif changed:
             lines.append(_next_steps(agent, user, in_place))
         else:
             lines.append("nothing changed")
         render.emit(result, "\n".join(lines), as_json)
+    if trust_kept is not None:
+        raise SystemExit(3)
 
 
 def _command_in_place(agent: str, user: bool, root: str) -> bool:

@@ -9,6 +9,7 @@ glanced at; the limits are read from the kernel.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -76,6 +77,10 @@ def hook_files(
     return found, checks
 
 
+def _many(n: int, one: str, more: str) -> str:
+    return f"{n} {one if n == 1 else more}"
+
+
 def _install(agent: str, user: bool, more: str = "") -> str:
     return f"earshot install {agent}{' --user' if user else ''}{more}"
 
@@ -127,24 +132,48 @@ def hook_checks(
 def codex_trust_check(hook: HookFile, root: str) -> Check:
     """Whether Codex runs the hooks of ``hook``'s file: each trusted, and a
     project's file in a trusted project."""
-    from earshot.agent.hooks.codex_config import ConfigShape, codex_trust, missing
+    from earshot.agent.hooks.codex_config import ConfigShape, codex_trust, kept_level, missing
 
     trust = codex_trust(str(hook.settings.real.resolve()), hook.settings.doc)
     project = None if hook.user else os.path.realpath(root)
     try:
         config = CodexConfig.read()
         lacking = missing(config.text, trust, project)
+        level = kept_level(config.text, project)
     except (SettingsError, ConfigShape) as exc:
         return Check("codex trust", FAILED, str(exc), "fix Codex's config.toml")
     if not lacking:
         return Check("codex trust", OK, f"{config.path}: earshot's hooks are trusted")
-    what = "the project and " if any(x.startswith("[projects.") for x in lacking) else ""
+    hooks = sum(1 for x in lacking if x.startswith("[hooks."))
+    if level is not None and project is not None:
+        then = f"; then {_install('codex', False, ' --trust')}" if hooks else ""
+        return Check(
+            "codex trust",
+            FAILED,
+            kept_trust_line(config.path, project, level),
+            f'set trust_level = "trusted" under [projects."{project}"] in {config.path}, '
+            f"if you trust the project{then}",
+        )
+    what = []
+    if hooks:
+        what.append(f"{hooks} of earshot's hooks {'is' if hooks == 1 else 'are'} not trusted")
+    if project is not None and len(lacking) > hooks:
+        what.append("the project is not trusted")
     return Check(
         "codex trust",
         FAILED,
-        f"{config.path}: {what}{len(lacking)} entries missing: Codex runs none of "
-        "earshot's hooks here ('codex exec' skips them without a word)",
+        f"{config.path}: {' and '.join(what)}: Codex runs none of earshot's hooks here "
+        "('codex exec' skips them without a word)",
         _install("codex", hook.user, " --trust"),
+    )
+
+
+def kept_trust_line(config: Path, project: str, level: object) -> str:
+    """What to change by hand when the person's config says the project is not trusted."""
+    return (
+        f'{config} sets projects."{project}".trust_level = {json.dumps(level)}, which earshot '
+        "leaves as you set it: Codex runs none of this project's hooks until you change it "
+        'to "trusted" by hand'
     )
 
 
@@ -244,7 +273,8 @@ def inotify_check(root: str, status: dict[str, object] | None) -> Check:
     return Check(
         "inotify",
         OK,
-        f"{dirs} directories; max_user_watches {watches}, max_user_instances {instances}",
+        f"{_many(dirs, 'directory', 'directories')}; max_user_watches {watches}, "
+        f"max_user_instances {instances}",
     )
 
 
@@ -271,7 +301,8 @@ def store_check(root: str) -> Check:
         first = report.problems[0]
         more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
         return Check("store", FAILED, f"{first}{more}", "earshot fsck (--repair where it says)")
-    return Check("store", OK, f"{report.snapshots} snapshots; records sealed and whole")
+    snapshots = _many(report.snapshots, "snapshot", "snapshots")
+    return Check("store", OK, f"{snapshots}; records sealed and whole")
 
 
 #: Below these, a snapshot of a changed tree may not fit.

@@ -7,7 +7,6 @@ A file of the person's by that name, or a link, is never written over.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import click
 
 from earshot.agent.hooks.settings import command_file
 
+from .install_notes import note_made_dirs, remove_made_dirs
 from .settings_io import leads_out
 
 
@@ -28,7 +28,10 @@ def command_spec(agent: str, user: bool, root: str) -> tuple[Path, str] | None:
         return None
     path = Path(spec[0])
     if not user and (out := leads_out(path, Path(root))) is not None:
-        click.echo(f"earshot: {path}: leads out of the project (to {out}); not written", err=True)
+        click.echo(
+            f"earshot: warning: {path} leads out of the project (to {out}); /earshot not written",
+            err=True,
+        )
         return None
     return path, spec[1]
 
@@ -53,6 +56,7 @@ def put_command(spec: tuple[Path, str] | None, dry_run: bool) -> tuple[str | Non
         return None, str(path)  # someone's own /earshot: theirs to keep
     if not dry_run:
         try:
+            note_made_dirs(path)
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -60,7 +64,8 @@ def put_command(spec: tuple[Path, str] | None, dry_run: bool) -> tuple[str | Non
         except OSError as exc:  # the hooks are in: say so, and go on without /earshot
             where = exc.filename or path
             click.echo(
-                f"earshot: {where}: cannot write the /earshot command ({exc.strerror})", err=True
+                f"earshot: warning: {where}: cannot write the /earshot command ({exc.strerror})",
+                err=True,
             )
             return None, None
     return str(path), None
@@ -78,6 +83,5 @@ def drop_command(spec: tuple[Path, str] | None, dry_run: bool) -> str | None:
         return None
     if not dry_run:
         path.unlink()
-        with contextlib.suppress(OSError):  # commands/ left empty goes too
-            path.parent.rmdir()
+        remove_made_dirs(path)  # commands/ (and .claude/) install made, left empty
     return str(path)

@@ -3,16 +3,14 @@
 ``Settings`` is an agent's JSON settings (or Codex's ``hooks.json``);
 ``CodexConfig`` Codex's ``config.toml``, where ``--trust`` marks earshot's
 hooks (and the project) trusted. What uninstall needs to give a file back as
-it was is noted in earshot's data home (``installs.json``): that earshot
-created the file, the projects it trusted, what Gemini's
-``hooksConfig.enabled`` was before install turned it on.
-The bytes go through ``settings_io``: links, FIFOs, backups.
+it was is noted in earshot's data home (``install_notes``). The bytes go
+through ``settings_io``: links, FIFOs, backups.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
+import hashlib
 import json
 import math
 import os
@@ -25,11 +23,14 @@ import click
 from earshot.agent.hooks.codex_config import (
     ConfigShape,
     codex_trust,
+    kept_level,
     parse,
+    project_level,
     with_trust,
     without_trust,
 )
 
+from .install_notes import note, note_made_dirs, noted, remove_made_dirs, unnote
 from .settings_io import (
     SettingsError,
     read_bytes,
@@ -116,21 +117,21 @@ class Settings:
         an empty one in a file earshot created removes the file."""
         if restore_backup(self.real, _means(saved_backup(self.real), doc)):
             return None
-        created = bool(_noted(self.real).get("created"))
+        created = bool(noted(self.real).get("created"))
         if not doc and created:
             remove_file(self.real)
-            _unnote(self.real, "created")
-            with contextlib.suppress(OSError):  # .claude/ left empty goes too
-                self.real.parent.rmdir()
+            unnote(self.real, "created")
+            remove_made_dirs(self.real)
             return None
         if self.old is None:
-            _note(self.real, "created", True)  # before the file: never one without it
+            note_made_dirs(self.real)
+            note(self.real, "created", True)  # before the file: never one without it
             created = True
         # A file earshot created had nothing of the person's before it: no backup.
         return write_bytes(self.real, _encode(doc), None if created else self.old)
 
 
-def _codex_config() -> Path:
+def codex_config_file() -> Path:
     home = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
     return Path(home) / "config.toml"
 
@@ -146,7 +147,7 @@ class CodexConfig:
 
     @classmethod
     def read(cls, path: Path | None = None) -> CodexConfig:
-        path = path or _codex_config()
+        path = path or codex_config_file()
         real = real_file(path, None)
         old = read_bytes(real)
         try:
@@ -160,22 +161,38 @@ class CodexConfig:
         return cls(path, real, old, text)
 
     def write(self, text: str) -> None:
+        """Write ``text``; the backup's bytes instead when it means the same and
+        the file is as earshot last wrote it (a comment the person added since
+        means nothing to TOML, and stays)."""
         saved = saved_backup(self.real)
         try:
             same = saved is not None and parse(saved.decode("utf-8")) == parse(text)
         except (ConfigShape, UnicodeDecodeError):
             same = False
+        wrote = noted(self.real).get("wrote")
+        if wrote is not None and self.old is not None and _digest(self.old) != wrote:
+            same = False
         if restore_backup(self.real, same):
+            unnote(self.real, "wrote")
             return
-        created = bool(_noted(self.real).get("created"))
+        created = bool(noted(self.real).get("created"))
         if not text.strip() and created:
             remove_file(self.real)
-            _unnote(self.real, "created")
+            unnote(self.real, "created")
+            unnote(self.real, "wrote")
+            remove_made_dirs(self.real)
             return
         if self.old is None:
-            _note(self.real, "created", True)
+            note_made_dirs(self.real)
+            note(self.real, "created", True)
             created = True
-        write_bytes(self.real, text.encode("utf-8"), None if created else self.old)
+        data = text.encode("utf-8")
+        write_bytes(self.real, data, None if created else self.old)
+        note(self.real, "wrote", _digest(data))
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 #: A plan to write Codex's config: the config read, its new text, and the
@@ -185,7 +202,8 @@ TrustPlan = tuple[CodexConfig, str, str | None]
 
 def trust_plan(hooks_file: Path, doc: dict[str, Any], project: str | None) -> TrustPlan | None:
     """Codex's config and its text with earshot's hooks trusted, and ``project``
-    (a project's own hooks run only in a trusted project); None: already so."""
+    (a project's own hooks run only in a trusted project) unless the config
+    sets its trust level already, whatever to; None: nothing to add."""
     config = CodexConfig.read()
     try:
         new = with_trust(config.text, codex_trust(str(hooks_file.resolve()), doc), project)
@@ -194,15 +212,20 @@ def trust_plan(hooks_file: Path, doc: dict[str, Any], project: str | None) -> Tr
     if new == config.text:
         return None
     added = None
-    if project is not None and not trusted(config.text, project):
-        added = project
+    if project is not None and project_level(parse(config.text), project) is None:
+        added = project  # noted: uninstall takes out only the trust install added
     return config, new, added
 
 
-def trusted(text: str, project: str) -> bool:
-    from earshot.agent.hooks.codex_config import trusted_project
-
-    return trusted_project(parse(text), project)
+def kept_trust(project: str | None) -> Any:
+    """The trust level the person set for ``project`` in Codex's config, when it
+    is not "trusted" (earshot leaves it: theirs to change); None: none such."""
+    if project is None:
+        return None
+    try:
+        return kept_level(CodexConfig.read().text, project)
+    except SettingsError:
+        return None
 
 
 def untrust_plan(hooks_file: Path, doc: dict[str, Any], project: str | None) -> TrustPlan | None:
@@ -214,15 +237,21 @@ def untrust_plan(hooks_file: Path, doc: dict[str, Any], project: str | None) -> 
         config = CodexConfig.read()
     except SettingsError as exc:
         if keys:
-            click.echo(f"earshot: {exc} (earshot's trust entries there, if any, stay)", err=True)
+            click.echo(
+                f"earshot: warning: {exc.path}: {exc.why} (earshot's trust entries there, "
+                "if any, stay)",
+                err=True,
+            )
         return None
-    ours = project if project in _noted(config.real).get("projects", []) else None
+    ours = project if project in noted(config.real).get("projects", []) else None
     if not keys and ours is None:
         return None
     try:
         new = without_trust(config.text, keys, ours)
     except ConfigShape as exc:
-        click.echo(f"earshot: {config.real}: {exc.why} (earshot's trust entries stay)", err=True)
+        click.echo(
+            f"earshot: warning: {config.real}: {exc.why} (earshot's trust entries stay)", err=True
+        )
         return None
     return None if new == config.text else (config, new, ours)
 
@@ -231,15 +260,15 @@ def write_config(plan: TrustPlan, adding: bool) -> None:
     """Write the plan; note (or forget) the project whose trust earshot added."""
     config, text, project = plan
     if adding and project is not None:
-        projects = list(_noted(config.real).get("projects", []))
-        _note(config.real, "projects", sorted({*projects, project}))
+        projects = list(noted(config.real).get("projects", []))
+        note(config.real, "projects", sorted({*projects, project}))
     config.write(text)
     if not adding and project is not None:
-        projects = [p for p in _noted(config.real).get("projects", []) if p != project]
+        projects = [p for p in noted(config.real).get("projects", []) if p != project]
         if projects:
-            _note(config.real, "projects", projects)
+            note(config.real, "projects", projects)
         else:
-            _unnote(config.real, "projects")
+            unnote(config.real, "projects")
 
 
 #: Gemini's switch for every hook in its settings.
@@ -259,52 +288,13 @@ def turns_on_hooks(agent: str, before: dict[str, Any], after: dict[str, Any]) ->
     return agent == "gemini" and _switch(before) is False and _switch(after) is True
 
 
-def _installs_file() -> Path:
-    from earshot.cas.paths import data_home
-
-    return data_home() / "installs.json"
-
-
-def _installs() -> dict[str, Any]:
-    try:
-        data = read_bytes(_installs_file())
-        doc = json.loads(data) if data else {}
-    except (SettingsError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _noted(path: Path) -> dict[str, Any]:
-    """What earshot noted of a file it edited (in its data home, not the file)."""
-    noted = _installs().get(str(path))
-    return noted if isinstance(noted, dict) else {}
-
-
-def _note(path: Path, key: str, value: Any) -> None:
-    doc = _installs()
-    entry = doc.get(str(path))
-    doc[str(path)] = {**(entry if isinstance(entry, dict) else {}), key: value}
-    write_bytes(_installs_file(), json.dumps(doc, indent=2).encode() + b"\n", None)
-
-
-def _unnote(path: Path, key: str) -> None:
-    doc = _installs()
-    entry = doc.get(str(path))
-    if not isinstance(entry, dict) or key not in entry:
-        return
-    del entry[key]
-    if not entry:
-        del doc[str(path)]
-    write_bytes(_installs_file(), json.dumps(doc, indent=2).encode() + b"\n", None)
-
-
 def remember_hooks_config(agent: str, settings: Settings, new: dict[str, Any]) -> None:
     """Keep what Gemini's ``hooksConfig.enabled`` was before earshot turned it on,
     so that uninstalling gives it back (in earshot's data home, not the settings)."""
     before = _switch(settings.doc)
     if agent != "gemini" or before is True or _switch(new) is not True:
         return
-    _note(settings.real, "hooksConfig.enabled", before)
+    note(settings.real, "hooksConfig.enabled", before)
 
 
 def restore_hooks_config(agent: str, settings: Settings, doc: dict[str, Any]) -> bool:
@@ -313,12 +303,12 @@ def restore_hooks_config(agent: str, settings: Settings, doc: dict[str, Any]) ->
     ``doc`` is written)."""
     if agent != "gemini":
         return False
-    noted = _noted(settings.real)
-    if "hooksConfig.enabled" not in noted:
+    found = noted(settings.real)
+    if "hooksConfig.enabled" not in found:
         return False
     config = doc.get(_HOOKS_CONFIG)
     if isinstance(config, dict) and config.get("enabled") is True:
-        before = noted["hooksConfig.enabled"]
+        before = found["hooksConfig.enabled"]
         if before == _ABSENT:
             del config["enabled"]
             if not config:
@@ -329,4 +319,4 @@ def restore_hooks_config(agent: str, settings: Settings, doc: dict[str, Any]) ->
 
 
 def forget_hooks_config(settings: Settings) -> None:
-    _unnote(settings.real, "hooksConfig.enabled")
+    unnote(settings.real, "hooksConfig.enabled")

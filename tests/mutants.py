@@ -440,8 +440,8 @@ MUTANTS = [
     ),
     (
         "cli/cmd_install.py",
-        '        if why is not None:\n            fail(f"--command {program}: {why}',
-        '        if False:\n            fail(f"--command {program}: {why}',
+        '        if why is not None:\n            fail(f"--command {program} {why}',
+        '        if False:\n            fail(f"--command {program} {why}',
         "tests/cli/test_install_safety.py -k refuses",
     ),
     (

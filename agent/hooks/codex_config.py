@@ -5,7 +5,9 @@ Codex runs a hook only once someone trusted that exact hook: an entry
 SHA-256 of the group's canonical JSON (sorted keys, no spaces: its event,
 matcher if any, and each hook with ``async`` and ``timeout`` filled in). A
 project's own ``.codex/hooks.json`` is read only in a trusted project:
-``[projects."<root>"]`` with ``trust_level = "trusted"``.
+``[projects."<root>"]`` with ``trust_level = "trusted"``. A trust level the
+person set for the project (any value: "untrusted" says no) is theirs: earshot
+never changes it, and only says what to change by hand.
 
 The file is the person's, so it is edited through tomlkit, which keeps its
 comments, order and shapes. tomlkit mishandles a table added under dotted
@@ -120,11 +122,24 @@ def _wanted(
         entry = state.get(key)
         if not isinstance(entry, dict) or entry.get("trusted_hash") != digest:
             out.append((("state", key), "trusted_hash", digest))
-    if project is not None:
-        entry = (_table(plain, "projects") or {}).get(project)
-        if not isinstance(entry, dict) or entry.get("trust_level") != TRUSTED:
-            out.append((("projects", project), "trust_level", TRUSTED))
+    if project is not None and not trusted_project(plain, project):
+        out.append((("projects", project), "trust_level", TRUSTED))
     return out
+
+
+def project_level(plain: dict[str, Any], project: str) -> Any:
+    """The trust level the config sets for ``project``, whatever its value; None: none."""
+    entry = (_table(plain, "projects") or {}).get(project)
+    return entry.get("trust_level") if isinstance(entry, dict) else None
+
+
+def kept_level(text: str, project: str | None) -> Any:
+    """The person's trust level of ``project`` that is not "trusted" (earshot
+    leaves it as it is); None: the project is trusted, or sets none."""
+    if project is None:
+        return None
+    level = project_level(parse(text), project)
+    return None if level in (None, TRUSTED) else level
 
 
 def missing(text: str, trust: dict[str, str], project: str | None) -> list[str]:
@@ -176,9 +191,12 @@ def _checked(text: str, expected: dict[str, Any], change: Callable[[Any, bool], 
 
 
 def with_trust(text: str, trust: dict[str, str], project: str | None) -> str:
-    """The config's text with earshot's hooks trusted (and ``project``, when given,
-    trusted as a project); everything else as it was, byte for byte."""
+    """The config's text with earshot's hooks trusted (and ``project``, when given
+    and the config sets no trust level for it, trusted as a project); everything
+    else as it was, byte for byte."""
     plain = parse(text)
+    if project is not None and project_level(plain, project) is not None:
+        project = None  # the person's word on the project, whatever it says
     wanted = _wanted(plain, trust, project)
     if not wanted:
         return text
@@ -242,7 +260,21 @@ def without_trust(text: str, keys: list[str], project: str | None) -> str:
             if path[-1] in at:
                 del at[path[-1]]
 
-    return _checked(text, expected, change)
+    return _no_longer_tail(text, _checked(text, expected, change))
+
+
+def _no_longer_tail(text: str, out: str) -> str:
+    """``out`` without the one blank line tomlkit put before tables it added at
+    the end, which stays when they go: an ending of exactly one blank line
+    where ``text`` ended in a single line break. (A file that itself ended in
+    one blank line loses it here; its backup, when it matches, gives it back.)"""
+    for newline in ("\r\n", "\n"):
+        if text.endswith(newline) and not text.endswith(newline * 2):
+            body = out.removesuffix(newline * 2)
+            if body != out and body.strip() and not body.endswith(newline):
+                return body + newline
+            return out
+    return out
 
 
 def _was_made(plain: dict[str, Any], path: tuple[str, ...], drops: list[tuple[str, ...]]) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from earshot_cli import Cli
+from hanging import all_gone, hanging
 
 MAIN = Path(__file__).resolve().parents[2] / "cli" / "__main__.py"
 
@@ -64,7 +65,7 @@ def test_doctor_finds_a_hook_whose_command_is_gone_and_says_the_fix(
     ran = cli.run("doctor", "claude", expect=1)
     (line,) = [x for x in ran.stdout.splitlines() if x.startswith("FAILED")]
     assert line.startswith("FAILED  claude hooks: ")
-    assert "settings.local.json: the hook command not found" in line
+    assert "settings.local.json: the hook command is not found (" in line
     fix = ran.stdout.splitlines()[ran.stdout.splitlines().index(line) + 1]
     assert fix.strip().startswith("fix: earshot install claude")
     doc = cli.run("doctor", "claude", "--json", expect=1).json()
@@ -85,7 +86,10 @@ def test_doctor_says_codex_runs_nothing_until_the_project_is_trusted(
     cli.run("install", "codex", env=env)
     doc = cli.run("doctor", "codex", "--json", env=env, expect=1).json()
     (trust,) = _checks(doc)["codex trust"]
-    assert trust["status"] == "failed" and "the project and" in trust["detail"]
+    assert trust["status"] == "failed"
+    assert (
+        "9 of earshot's hooks are not trusted and the project is not trusted: " in (trust["detail"])
+    )
     assert trust["fix"] == "earshot install codex --trust"
     cli.run("install", "codex", "--trust", env=env)
     doc = cli.run("doctor", "codex", "--json", env=env).json()
@@ -120,3 +124,23 @@ def test_doctor_with_nothing_installed_warns_and_names_the_install(cli: Cli, roo
 def test_doctor_exit_codes_are_in_its_help(cli: Cli) -> None:
     text = cli.run("doctor", "--help").stdout
     assert "0 every check ok" in text and "1 a check failed" in text
+
+
+def test_doctor_kills_an_installed_hook_that_hangs_and_says_so_in_english(
+    cli: Cli, root: Path, tmp_path: Path
+) -> None:
+    script = _script(tmp_path / "bin")
+    cli.run("install", "claude", "--command", str(script))
+    pids = tmp_path / "pids"
+    script.write_text(hanging(tmp_path / "other", pids).read_text())
+    ran = cli.run("doctor", "claude", env=cli.env(EARSHOT_PROBE_TIMEOUT="2"), expect=1)
+    (line,) = [x for x in ran.stdout.splitlines() if x.startswith("FAILED")]
+    assert line.endswith("settings.local.json: the hook command did not answer within 2 s")
+    assert all_gone(pids)
+
+
+def test_doctor_counts_in_english_one_directory_is_not_one_directories(
+    cli: Cli, root: Path
+) -> None:
+    (inotify,) = _checks(cli.run("doctor", "--json").json())["inotify"]
+    assert inotify["detail"].startswith("1 directory; max_user_watches ")

@@ -5,11 +5,13 @@ leaves no litter, and machine paths go where only this machine reads them."""
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from pathlib import Path
 
 import pytest
 from earshot_cli import Cli
+from hanging import all_gone, hanging
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +28,7 @@ def test_install_refuses_a_command_that_does_not_run_and_writes_nothing(
 ) -> None:
     ran = cli.run("install", agent, "--command", "/nonexistent/earshot", expect=1)
     (line,) = ran.stderr.splitlines()
-    assert line.startswith("earshot: --command /nonexistent/earshot: not found")
+    assert line.startswith("earshot: --command /nonexistent/earshot is not found")
     assert line.endswith("nothing was written")
     assert list(root.iterdir()) == []
 
@@ -39,8 +41,20 @@ def test_install_refuses_a_command_that_runs_but_is_not_earshot(
     fake.write_text("#!/bin/sh\ncat >/dev/null\n")
     fake.chmod(0o755)
     ran = cli.run("install", "claude", "--command", str(fake), expect=1)
-    assert "does not answer as earshot's hook" in ran.stderr
+    assert f"--command {fake} runs, but does not answer as earshot's hook" in ran.stderr
     assert list(root.iterdir()) == []
+
+
+def test_a_command_that_hangs_is_killed_with_its_children_at_the_timeout(
+    cli: Cli, root: Path, tmp_path: Path
+) -> None:
+    pids = tmp_path / "pids"
+    script = hanging(tmp_path / "bin", pids)
+    env = cli.env(EARSHOT_PROBE_TIMEOUT="2")
+    ran = cli.run("install", "claude", "--command", str(script), env=env, expect=1)
+    (line,) = ran.stderr.splitlines()
+    assert line == f"earshot: --command {script} did not answer within 2 s; nothing was written"
+    assert all_gone(pids)
 
 
 #: A config Codex reads, each setting ``hooks.state`` in another shape.
@@ -102,9 +116,21 @@ def test_uninstall_leaves_no_empty_file_and_no_backup(
     cli.run("install", agent, *(["--trust"] if agent == "codex" else []))
     cli.run("install", agent, "--strict")  # a second install: still one backup at most
     cli.run("uninstall", agent)
-    left = [p for p in root.rglob("*")]
-    assert left == [] or all(p.is_dir() for p in left), left
-    assert not [p for p in own_home.rglob("*") if p.is_file()]
+    # The folders install made (.claude/, its commands/, Codex's home) go too.
+    assert list(root.iterdir()) == []
+    assert not own_home.exists()
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_uninstall_keeps_the_person_s_own_empty_agent_folder(
+    cli: Cli, root: Path, agent: str
+) -> None:
+    folder = root / f".{agent}"
+    folder.mkdir()
+    cli.run("install", agent)
+    assert any(folder.iterdir())
+    cli.run("uninstall", agent)
+    assert list(root.iterdir()) == [folder] and list(folder.iterdir()) == []
 
 
 def test_uninstall_gives_a_person_s_file_back_byte_for_byte(cli: Cli, root: Path) -> None:
@@ -165,3 +191,49 @@ def test_no_hook_asks_a_timeout_its_agent_clamps(cli: Cli, root: Path) -> None:
     cli.run("install", "claude")
     claude = json.loads((root / ".claude" / "settings.local.json").read_text())["hooks"]
     assert claude["SessionEnd"][0]["hooks"][0]["timeout"] == 60
+
+
+#: A trust level of the project the person set in Codex's config, in the shapes it reads.
+PERSON_TRUST = {
+    "dotted untrusted": 'projects."{root}".trust_level = "untrusted"\nmodel = "o3"\n',
+    "table untrusted": 'model = "o3"\n\n[projects."{root}"]\ntrust_level = "untrusted"\n',
+    "only the line": 'projects."{root}".trust_level = "untrusted"\n',
+    "trusted": 'projects."{root}".trust_level = "trusted"\nmodel = "o3"\n',
+}
+
+
+@pytest.mark.parametrize("shape", sorted(PERSON_TRUST))
+def test_a_project_trust_level_the_person_set_is_never_changed_and_uninstall_gives_it_back(
+    cli: Cli, root: Path, own_home: Path, shape: str
+) -> None:
+    project = os.path.realpath(root)
+    config = own_home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    text = PERSON_TRUST[shape].format(root=project)
+    config.write_text(text)
+    level = "trusted" if shape == "trusted" else "untrusted"
+    ran = cli.run("install", "codex", "--trust", expect=0 if level == "trusted" else 3)
+    assert tomllib.loads(config.read_text())["projects"][project] == {"trust_level": level}
+    if level == "untrusted":
+        (said,) = [x for x in ran.stdout.splitlines() if x.startswith("FAILED")]
+        assert said.startswith("FAILED  codex trust: ")
+        assert f'projects."{project}".trust_level = "untrusted"' in said
+        assert 'change it to "trusted" by hand' in said
+        doc = cli.run("install", "codex", "--trust", "--json", expect=3).json()
+        assert doc["project_trust_kept"] == "untrusted"
+    gone = cli.run("uninstall", "codex").stdout
+    assert "which install added" not in gone
+    assert config.read_bytes() == text.encode()
+    assert sorted(p.name for p in config.parent.iterdir()) == ["config.toml"]
+
+
+def test_uninstall_after_the_person_edited_codex_s_config_leaves_no_blank_line_of_earshot(
+    cli: Cli, root: Path, own_home: Path
+) -> None:
+    config = own_home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('model = "o3"\n')
+    cli.run("install", "codex", "--user", "--trust")
+    config.write_text("# mine\n" + config.read_text())  # the backup no longer matches
+    cli.run("uninstall", "codex", "--user")
+    assert config.read_bytes() == b'# mine\nmodel = "o3"\n'
