@@ -474,6 +474,18 @@ MUTANTS = [
         "        if False:",
         "tests/cli/test_sessions_rm.py -k open_in_a_chat",
     ),
+    (
+        "agent/hooks/codex_config.py",
+        "    if project is not None and project_level(plain, project) is not None:",
+        "    if False:",
+        "tests/cli/test_install_safety.py -k trust_level",
+    ),
+    (
+        "agent/hooks/probe.py",
+        "            os.killpg(proc.pid, signal.SIGKILL)",
+        "            pass",
+        "tests/cli/test_install_safety.py -k hangs",
+    ),
 ]
 
 
