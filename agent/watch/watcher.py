@@ -13,10 +13,12 @@ Built on watchdog's inotify layer (``InotifyFD``), not its ``Observer``: the
 Observer runs one emitter thread per scheduled watch, its recursive emitter
 walks ignored trees, its move grouper holds an unpaired IN_MOVED_FROM for
 0.5 s, and its per-emitter queues lose the kernel's order between the root
-and the cookie directory. ``InotifyFD`` reads one queue on one thread and
-calls us in kernel order; it reports IN_Q_OVERFLOW through
-``on_queue_overflow`` (watchdog itself only logs it) and raises ENOSPC from
-``add_callback``.
+and the cookie directory. ``InotifyFD`` reads one queue and calls us in
+kernel order (from 7.1.1 one thread drains the kernel's queue into an
+unbounded one and another calls us, so a slow callback no longer makes the
+kernel's overflow); it reports IN_Q_OVERFLOW through ``on_queue_overflow``
+(watchdog itself only logs it), then ``on_events_lost``, and raises ENOSPC
+from ``add_callback``.
 
 Sync point: ``token``/``changed_since`` create a unique cookie file in
 ``<data_dir>/cookies`` (watched by the same inotify instance) and wait for
