@@ -4,7 +4,8 @@ click completes commands and options itself (``_EARSHOT_COMPLETE``; the
 README says how to turn it on). These complete an argument from the root's
 store: ``restore``, ``forget`` and ``diff`` take snapshot ids (the first 12
 hex digits, with each snapshot's time and note as the hint), ``diff`` a
-batch number of the session too. A root earshot has not recorded completes
+batch number of the session too. ``answer_shell`` is where the console
+script sends a shell's request (``earshot.cli.entry``). A root earshot has not recorded completes
 nothing and, as every read-only command, gets no store.
 """
 
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from click.shell_completion import CompletionItem
@@ -95,3 +97,32 @@ def _batches(ctx: click.Context, incomplete: str) -> list[Any]:
             for b in reversed(batches)
             if str(b.seq).startswith(incomplete)
         ]
+
+
+def answer_shell() -> NoReturn:
+    """A shell asks for completions: the words before the cursor read as a
+    command line (options before the command moved after it), the settings
+    applied if they can be, nothing said on stderr (it would land in the
+    person's prompt); click answers."""
+    import shlex
+
+    from click.shell_completion import split_arg_string
+
+    from . import global_options, settings_file
+
+    words = split_arg_string(os.environ.get("COMP_WORDS", ""))
+    with contextlib.suppress(ValueError):
+        cword = int(os.environ.get("COMP_CWORD", ""))
+        if 0 < cword <= len(words):
+            words[1:cword] = global_options.hoisted(words[1:cword])
+            os.environ["COMP_WORDS"] = " ".join(shlex.quote(w) for w in words)
+    try:
+        start = os.getcwd()
+        with contextlib.suppress(settings_file.SettingsError):
+            settings_file.apply(start)
+    except OSError:
+        sys.exit(0)  # no directory to complete in: nothing to offer
+    from .main import main as full
+
+    full()
+    sys.exit(0)  # click's completion exits itself

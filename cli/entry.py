@@ -46,8 +46,10 @@ _REFUSED: list[str] = []
 def main() -> None:
     """Console-script entry point."""
     _open_standard_fds()
-    if _COMPLETING in os.environ:
-        _complete()
+    if "_EARSHOT_COMPLETE" in os.environ:  # the shell asks for completions
+        from earshot.cli.completion import answer_shell
+
+        answer_shell()
     argv, no_pager = global_options.parsed(sys.argv[1:])
     alone = global_options.without_command(argv)
     if alone is not None and not any(a in ("-h", "--help", "--version") for a in argv):
@@ -78,37 +80,6 @@ def main() -> None:
     code = _through_daemon(argv) if _hostable(argv) else None
     if code is not None:
         sys.exit(code)
-    from earshot.cli.main import main as full
-
-    full()
-
-
-#: Set by the shell's completion function (click's ``_EARSHOT_COMPLETE``).
-_COMPLETING = "_EARSHOT_COMPLETE"
-
-
-def _complete() -> None:
-    """A shell asks for completions: the words before the cursor read as a
-    command line (options before the command moved after it), the settings
-    applied if they can be, nothing said on stderr (it would land in the
-    person's prompt); click answers."""
-    import contextlib
-    import shlex
-
-    from click.shell_completion import split_arg_string
-
-    words = split_arg_string(os.environ.get("COMP_WORDS", ""))
-    with contextlib.suppress(ValueError):
-        cword = int(os.environ.get("COMP_CWORD", ""))
-        if 0 < cword <= len(words):
-            words[1:cword] = global_options.hoisted(words[1:cword])
-            os.environ["COMP_WORDS"] = " ".join(shlex.quote(w) for w in words)
-    try:
-        start = os.getcwd()
-        with contextlib.suppress(settings_file.SettingsError):
-            settings_file.apply(start)
-    except OSError:
-        sys.exit(0)  # no directory to complete in: nothing to offer
     from earshot.cli.main import main as full
 
     full()
