@@ -86,6 +86,15 @@ def _wait_for(path: Path, timeout: float = 20.0) -> None:
         time.sleep(0.02)
 
 
+def _gone(marker: str, timeout: float = 90.0) -> None:
+    """Wait until no process's command line holds ``marker`` (a killed one may
+    take a moment to go; one not killed goes when its command ends)."""
+    deadline = time.monotonic() + timeout
+    while subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, f"a process of {marker!r} still runs"
+        time.sleep(0.05)
+
+
 def _kill_client_mid_call(served: Cli, sid: str, ready: Path, command: str) -> list[Any]:
     """Run ``earshot bash COMMAND``, SIGKILL the client once ``ready`` exists,
     and wait for the worker to record the batch (a hang-up); the batches."""
@@ -112,10 +121,13 @@ def test_a_client_killed_mid_call_leaves_its_batch_recorded_and_the_command_stop
 ) -> None:
     sid = served.new_session()
     ready = tmp_path / "ready"
-    command = f"echo made > made.txt; touch {ready}; sleep 30; echo late > late.txt"
+    # An unusual duration, so that pgrep finds this test's shell and no other's.
+    command = f"echo made > made.txt; touch {ready}; sleep 30.23; echo late > late.txt"
     (batch,) = _kill_client_mid_call(served, sid, ready, command)
     assert [c["path"] for c in batch["changes"]] == ["made.txt"]
-    time.sleep(0.5)
+    # Once the shell is gone it can write nothing: had it lived, it would
+    # have gone only after writing late.txt (30 s on).
+    _gone("sleep 30.23; echo late")
     assert not (served.root / "late.txt").exists()  # the command died with its client
     served.run("bash", "echo next > next.txt", session=sid)
     served.run("undo", session=sid)
@@ -362,9 +374,11 @@ def test_what_a_killed_clients_command_started_is_stopped_before_its_batch_is_re
     sid = served.new_session()
     ready = tmp_path / "ready"
     # An unusual duration, so that pgrep finds this test's sleep and no other's.
-    command = f"(sleep 2; echo late > bg.txt) & touch {ready}; sleep 60.31"
+    command = f"(sleep 2.29; echo late > bg.txt) & touch {ready}; sleep 60.31"
     assert _kill_client_mid_call(served, sid, ready, command), "the batch was never recorded"
-    time.sleep(3)
+    # The shell and its background subshell share this command line; both
+    # gone (a survivor goes only after writing bg.txt), nothing was written late.
+    _gone("sleep 2.29; echo late > bg.txt")
     assert not (served.root / "bg.txt").exists()
     left = subprocess.run(["pgrep", "-f", "sleep 60.31"], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
