@@ -68,11 +68,7 @@ def check_store(store: ObjectStore, progress: Progress = QUIET) -> FsckReport:
             report.snapshots += 1
             _check_references(reader, snapshot, types, report)
         _check_stat_cache(reader, types, report)
-        for _, damaged in read_intents(reader.view)[1]:
-            report.problems.append(
-                f"{damaged.what} is damaged ({damaged.why}); 'earshot fsck --repair' sets it aside"
-            )
-            report.damaged_intents += 1
+        _check_intents(reader, report)
     return report
 
 
@@ -95,12 +91,17 @@ def check_quick(store: ObjectStore) -> FsckReport:
                 continue
             if schema.get_location(reader.view, tree) is None:
                 report.problems.append(f"snapshot {short(snap)}: its tree {short(tree)} missing")
-        for _, damaged in read_intents(reader.view)[1]:
-            report.problems.append(
-                f"{damaged.what} is damaged ({damaged.why}); 'earshot fsck --repair' sets it aside"
-            )
-            report.damaged_intents += 1
+        _check_intents(reader, report)
     return report
+
+
+def _check_intents(reader: ObjectReader, report: FsckReport) -> None:
+    """Each damaged intent, a problem (``--repair`` sets it aside)."""
+    for _, damaged in read_intents(reader.view)[1]:
+        report.problems.append(
+            f"{damaged.what} is damaged ({damaged.why}); 'earshot fsck --repair' sets it aside"
+        )
+        report.damaged_intents += 1
 
 
 def _stored(raw: bytes) -> int:

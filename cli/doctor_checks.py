@@ -186,7 +186,7 @@ def daemon_check(root: str) -> tuple[Check, dict[str, object] | None]:
     status = client.daemon_status(paths)
     if status is not None:
         return Check("daemon", OK, f"the watch daemon of {paths.root} answers"), status
-    if _lock_held(paths.lock):
+    if client.daemon_pid(paths) is not None:  # its lock is held
         return (
             Check(
                 "daemon",
@@ -201,22 +201,6 @@ def daemon_check(root: str) -> tuple[Check, dict[str, object] | None]:
         "; the next recorded event starts one" if mode != "never" else " (EARSHOT_WATCH=never)"
     )
     return Check("daemon", OK, detail), None
-
-
-def _lock_held(lock: Path) -> bool:
-    import fcntl
-
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def _proc_int(name: str) -> int | None:
