@@ -1,4 +1,5 @@
-"""The conversation commands: ``prompt``, ``say``, ``tree``, ``rewind``, ``fork``, ``sessions``."""
+"""The conversation commands: ``prompt``, ``say``, ``tree``, ``transcript``, ``rewind``, ``fork``,
+``sessions``."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import time
 import click
 
 from earshot.agent.core import conversation, navigation, removal
+from earshot.agent.core import transcript as transcripts
 from earshot.agent.core.engine import Engine
 from earshot.agent.core.records import OUTSIDE
 from earshot.cas.paths import sessions_dir
 from earshot.cas.project import Project
 
-from . import colour, render, render_session
+from . import colour, render, render_conversation, render_session
 from .common import (
     EXIT_SKIPPED,
     acts_on,
@@ -111,6 +113,36 @@ def tree(project: Project, as_json: bool, session: str | None) -> None:
     """
     prompts = navigation.read_prompts(project, session) if session is not None else ()
     doc, out = render_session.tree(session, prompts)
+    colour.emit(doc, out, as_json, colour.numbered_line)
+
+
+def _no_transcript(as_json: bool, **options: object) -> None:
+    render.emit(*render_conversation.transcript(None), as_json)
+
+
+@click.command()
+@click.option(
+    "--at",
+    metavar="ENTRY",
+    help="Show the branch holding ENTRY (an entry id or unique prefix) instead of "
+    "the current path.",
+)
+@unless_recorded(_no_transcript)
+@session_lookup
+@acts_on(conversation.PROMPTS)
+def transcript(project: Project, as_json: bool, session: str | None, at: str | None) -> None:
+    """Show the session's conversation along its current path.
+
+    User prompts numbered as in 'earshot tree' and shown whole, the
+    assistant's replies whole, each tool call on one line with the first
+    line of its result, batch links, compactions and rewinds where they
+    happened. Where an earlier rewind left another branch, the line says so
+    and names its last entry: --at ENTRY shows the branch holding ENTRY,
+    from the start to that branch's most recent end. With no session named,
+    the most recent one with prompts. Creates nothing.
+    """
+    shown = transcripts.read_transcript(project, session, at) if session is not None else None
+    doc, out = render_conversation.transcript(shown)
     colour.emit(doc, out, as_json, colour.numbered_line)
 
 

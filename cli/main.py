@@ -37,6 +37,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "prompt": ("cmd_conversation", "prompt", "Append a user prompt to the session."),
     "say": ("cmd_conversation", "say", "Append a message (--role user|assistant)."),
     "tree": ("cmd_conversation", "tree", "List the numbered prompts on the current path."),
+    "transcript": (
+        "cmd_conversation",
+        "transcript",
+        "Show the session's conversation along a path (--at another branch).",
+    ),
     "rewind": (
         "cmd_conversation",
         "rewind",
