@@ -12,6 +12,7 @@ from earshot.agent.core.engine import Engine
 from earshot.agent.core.records import OUTSIDE, get_session, session_batches
 from earshot.agent.core.undo import redo as redo_batches
 from earshot.agent.core.undo import undo as undo_batches
+from earshot.cas.intents import Intent
 from earshot.cas.project import Project
 
 from . import colour, render, render_agent
@@ -52,6 +53,16 @@ def log(project: Project, as_json: bool, session: str | None) -> None:
     restage after a command, and no watcher). Creates nothing: in a root with
     no session it says so.
     """
+    doc, text = render_agent.log(session, *history(project, session))
+    colour.emit(doc, text, as_json, colour.numbered_line)
+
+
+def history(
+    project: Project, session: str | None
+) -> tuple[list[Batch], list[tuple[Intent, bool]], list[Batch]]:
+    """What ``log`` lists of ``session``: its batches, the batches it runs that are not
+    recorded yet (their intents, and whether their process lives), and what changed
+    outside any call since it began."""
     batches = []
     pending = []
     outside: list[Batch] = []
@@ -67,8 +78,7 @@ def log(project: Project, as_json: bool, session: str | None) -> None:
         pending = [
             (i, intents.is_live(i)) for i in intents.pending() if i.doc.get("session") == session
         ]
-    doc, text = render_agent.log(session, batches, pending, outside)
-    colour.emit(doc, text, as_json, colour.numbered_line)
+    return batches, pending, outside
 
 
 @click.command()

@@ -60,6 +60,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "hook": ("cmd_hook", "hook", "Handle one hook event of Claude Code, Codex or Gemini CLI."),
     "install": ("cmd_install", "install", "Record what Claude Code, Codex or Gemini CLI does."),
     "uninstall": ("cmd_install", "uninstall", "Take earshot's hooks out of an agent's settings."),
+    "ui": ("cmd_ui", "ui", "Serve the root's sessions and a chat in a browser, on 127.0.0.1."),
     "doctor": ("cmd_doctor", "doctor", "Check that the agents' hooks run and earshot can record."),
 }
 

@@ -159,6 +159,12 @@ class Chat:
         held, self._held = self._held, self.workspace.hold_open(session)
         os.close(held)
 
+    def close(self) -> None:
+        """Let go of the session ('earshot sessions rm' may remove it again)."""
+        held, self._held = self._held, -1
+        if held >= 0:
+            os.close(held)
+
     # -- a turn -------------------------------------------------------------
 
     def turn(self, prompt: str) -> TurnResult:
