@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
 import sys
@@ -12,7 +13,6 @@ from typing import Any
 
 import click
 
-from . import render
 from .common import configure_logging, discovered, error_kind, fail, root_option, tracker
 
 HOST = "127.0.0.1"
@@ -132,19 +132,29 @@ def ui(
     composer = Composer(workspace, model_for_a_chat, publish, allowed)
     about = {"root": workspace.root, "model": provider.name, "model_error": missing}
     ui_app = Ui(workspace, composer, token, about)
-    if as_json:
-        render.emit({"url": url, "port": port, "root": workspace.root}, "", True)
-    else:
-        click.echo(url)
-    sys.stdout.flush()
-    click.echo(f"earshot: the sessions of {workspace.root} at {url}; Ctrl-C stops", err=True)
-    if missing:
-        click.echo(f"earshot: the composer cannot send: {missing}", err=True)
-    if open_:
-        import webbrowser
+    def ready() -> None:
+        """Serving: the URL, now that a request made on reading it is answered."""
+        if as_json:
+            # One line: a script reads the URL with a readline.
+            click.echo(json.dumps({"url": url, "port": port, "root": workspace.root}))
+        else:
+            click.echo(url)
+        sys.stdout.flush()
+        click.echo(f"earshot: the sessions of {workspace.root} at {url}; Ctrl-C stops", err=True)
+        if missing:
+            click.echo(f"earshot: the composer cannot send: {missing}", err=True)
+        if open_:
+            import webbrowser
 
-        threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
-    _serve(ui_app, sock, port, verbose)
+            threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
+
+    ui_app.ready = ready
+    try:
+        _serve(ui_app, sock, port, verbose)
+    except KeyboardInterrupt:
+        # uvicorn stops cleanly on Ctrl-C, then raises it again: Ctrl-C is how
+        # this server is meant to end (before it served, too), so it is no failure.
+        pass
 
 
 def _serve(ui_app: Any, sock: socket.socket, port: int, verbose: int) -> None:

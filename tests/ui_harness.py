@@ -82,6 +82,9 @@ class UiServer:
             self.proc.kill()
             rc = self.proc.wait()
         self._drain.join(10)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
         return rc
 
     def request(

@@ -81,6 +81,8 @@ class Ui:
         self.token = token
         self.about = about
         self.hub: live.Hub | None = None
+        #: Called once the application has started (``earshot ui`` prints its URL).
+        self.ready: Callable[[], None] = lambda: None
 
     # -- helpers ------------------------------------------------------------
 
@@ -241,6 +243,7 @@ class Ui:
         watching = asyncio.create_task(
             live.watch(live.Changes(self.workspace.root, self.workspace.home), self.hub)
         )
+        self.ready()
         try:
             yield
         finally:
