@@ -1,4 +1,4 @@
-"""Colour for ``diff``, ``log`` and ``tree`` on a terminal.
+"""Colour for ``diff``, ``log``, ``tree`` and ``transcript`` on a terminal.
 
 On when stdout is a terminal (or a pager on one: ``EARSHOT_COLOR=always``,
 set by ``earshot.cli.pager``), off with ``NO_COLOR`` (https://no-color.org),

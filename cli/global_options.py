@@ -9,7 +9,7 @@ options of ``earshot`` itself (``--version``, ``--help``, the chat's
 
 ``--no-pager`` is taken out of the line when it comes before the command
 (as git takes it) and, for the paged commands alone (``diff``, ``log``,
-``tree``: none takes free text), anywhere before ``--``; ``earshot.cli.pager``
+``tree``, ``transcript``: none takes free text), anywhere before ``--``; ``earshot.cli.pager``
 reads it. Elsewhere it is left alone: ``earshot edit f --old x --new
 --no-pager`` means that text.
 
@@ -31,7 +31,7 @@ NO_PAGER = "--no-pager"
 
 
 #: The commands whose output is paged (``earshot.cli.pager``).
-PAGED = frozenset({"diff", "log", "tree"})
+PAGED = frozenset({"diff", "log", "tree", "transcript"})
 
 
 def parsed(argv: list[str]) -> tuple[list[str], bool]:

@@ -110,7 +110,7 @@ def cli(ctx: click.Context, continue_: bool, resume_id: str | None, model: str |
     on a terminal is `earshot chat`, and takes its --continue, --resume ID
     and --model.
 
-    diff, log and tree page their output on a terminal ($EARSHOT_PAGER,
+    diff, log, tree and transcript page their output on a terminal ($EARSHOT_PAGER,
     else $PAGER, else less; --no-pager for none) and colour it (NO_COLOR,
     or EARSHOT_COLOR=never, for none).
 

@@ -1,6 +1,6 @@
 """A pager for long output on a terminal, as git starts one.
 
-``diff``, ``log`` and ``tree`` write to a pager when stdout is a terminal:
+``diff``, ``log``, ``tree`` and ``transcript`` write to a pager when stdout is a terminal:
 ``$EARSHOT_PAGER``, else ``$PAGER``, else ``less``, run by the shell with
 ``LESS=FRX`` unless ``$LESS`` is set (so output that fits the screen is
 printed and the pager exits at once, in colour, and the screen is not

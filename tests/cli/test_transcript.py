@@ -10,6 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pexpect
+from earshot_cli import EARSHOT
+
 from earshot.agent.log.entries import ToolCall, ToolResult
 from earshot.agent.log.session import Session
 
@@ -175,3 +178,25 @@ def test_a_root_with_no_store_has_no_session_to_show(cli: Cli) -> None:
     assert (doc["session"], doc["items"]) == (None, [])
     assert "no sessions" in cli.run("transcript").stdout
     assert not (cli.home / "sessions").exists()
+
+
+def test_on_a_terminal_it_goes_through_the_pager_in_colour(cli: Cli, tmp_path: Path) -> None:
+    sid = cli.new_session()
+    cli.run("prompt", "hello there")
+    mark = tmp_path / "paged.txt"
+    pager = tmp_path / "pager.sh"
+    pager.write_text(f"#!/bin/sh\ncat > {mark}\n")
+    pager.chmod(0o755)
+    child = pexpect.spawn(
+        str(EARSHOT),
+        ["transcript"],
+        cwd=str(cli.root),
+        env=cli.env(sid, EARSHOT_PAGER=str(pager)),
+        encoding="utf-8",
+        timeout=60,
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    paged = mark.read_text()
+    assert "\x1b[33m   1" in paged and "you: hello there" in paged, paged
