@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -132,6 +133,7 @@ def ui(
     composer = Composer(workspace, model_for_a_chat, publish, allowed)
     about = {"root": workspace.root, "model": provider.name, "model_error": missing}
     ui_app = Ui(workspace, composer, token, about)
+
     def ready() -> None:
         """Serving: the URL, now that a request made on reading it is answered."""
         if as_json:
@@ -149,12 +151,10 @@ def ui(
             threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
 
     ui_app.ready = ready
-    try:
+    # uvicorn stops cleanly on Ctrl-C, then raises it again: Ctrl-C is how this
+    # server is meant to end (before it served, too), so it is no failure.
+    with contextlib.suppress(KeyboardInterrupt):
         _serve(ui_app, sock, port, verbose)
-    except KeyboardInterrupt:
-        # uvicorn stops cleanly on Ctrl-C, then raises it again: Ctrl-C is how
-        # this server is meant to end (before it served, too), so it is no failure.
-        pass
 
 
 def _serve(ui_app: Any, sock: socket.socket, port: int, verbose: int) -> None:

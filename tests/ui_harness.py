@@ -115,7 +115,8 @@ class UiServer:
             with urllib.request.urlopen(req, timeout=60) as response:
                 return response.status, response.read().decode()
         except urllib.error.HTTPError as err:
-            return err.code, err.read().decode()
+            with err:
+                return err.code, err.read().decode()
 
     def get(self, path: str) -> Any:
         status, text = self.request(path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -46,13 +47,34 @@ class Workspace:
         self.home = home
         self.tracker = tracker
         self.notify: Notify = notify or (lambda text: None)
+        # A store is open once per process (LMDB refuses a second opening):
+        # threads of one face (a page's reads while its turn runs a command)
+        # share the opening, and the last one out closes it.
+        self._lock = threading.Lock()
+        self._open: Project | None = None
+        self._users = 0
 
     @contextlib.contextmanager
     def project(self, *, finish: bool = True) -> Iterator[Project]:
-        """The root's project, opened now; what a dead process left is finished first."""
-        with Project(self.root, self.home, extra_tables=TABLES) as project:
-            upgrade_records(project.store.backend)
-            if finish:
+        """The root's project, opened now (or shared with another thread of this
+        process that has it open); what a dead process left is finished first,
+        when this is the only opening."""
+        with self._lock:
+            project = self._open
+            first = project is None
+            if project is None:
+                project = Project(self.root, self.home, extra_tables=TABLES)
+                project.__enter__()
+                try:
+                    upgrade_records(project.store.backend)
+                except BaseException:
+                    project.__exit__(None, None, None)
+                    raise
+                self._open = project
+            self._users += 1
+        try:
+            if finish and first:
+                # Not while another thread works in the store: its batch is live.
                 done, left = finish_all(project)
                 for item in done:
                     self.notify(item.summary)
@@ -60,6 +82,12 @@ class Workspace:
                     what = describe(unfinished.intent)
                     self.notify(f"could not finish the interrupted {what}: {unfinished.reason}")
             yield project
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    self._open = None
+                    project.__exit__(None, None, None)
 
     @contextlib.contextmanager
     def engine(self, session: str, runner: CommandRunner = run_command) -> Iterator[Engine]:

@@ -163,15 +163,18 @@ def _run(what: str, count: int) -> Callable[[Engine, bool, bool], Any]:
     raise EarshotError(f"no action {what!r}: undo or redo")
 
 
-def _comparable(doc: Doc | None) -> Doc | None:
-    """A dry run's document without what differs between a preview and the deed."""
-    if doc is None:
-        return None
-    return {k: v for k, v in doc.items() if k not in ("dry_run", "record")}
+#: What differs between a preview and the deed itself.
+_OF_THE_DEED = ("dry_run", "record")
 
 
 def _same(now: Doc | None, shown: Doc | None) -> None:
-    if _comparable(now) != _comparable(shown):
+    """Raise ``Moved`` unless ``shown`` (what the page showed: the preview, which
+    may hold more) says what the dry run ``now`` says."""
+    if now is None or not isinstance(shown, dict):
+        if now is not shown:
+            raise Moved()
+        return
+    if any(now[key] != shown.get(key) for key in now if key not in _OF_THE_DEED):
         raise Moved()
 
 

@@ -122,7 +122,8 @@ def test_a_post_without_an_origin_is_refused(server: UiServer) -> None:
     )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(req, timeout=30)
-    assert refused.value.code == 403
+    with refused.value as answer:
+        assert answer.code == 403
 
 
 def test_a_post_with_the_cookie_alone_is_refused(server: UiServer) -> None:

@@ -537,18 +537,20 @@ function showCodeImpact(n, preview) {
 
 async function doRewind(n, code, shown, force) {
   busy(true);
+  let doc;
   try {
-    const doc = await api(sessionPath(state.session) + "/rewind", { n, code, shown, force });
-    closeDialog();
-    $("prompt").value = doc.text;
-    toast(`back before prompt ${n}${code ? ", code included" : ""}; its text is in the composer`);
-    await refresh();
-    $("prompt").focus();
+    doc = await api(sessionPath(state.session) + "/rewind", { n, code, shown, force });
   } catch (err) {
     toast(err.message, true);
+    return;
   } finally {
-    busy(false);
+    busy(false); // done: the next action may start while the page reads again
   }
+  closeDialog();
+  $("prompt").value = doc.text;
+  toast(`back before prompt ${n}${code ? ", code included" : ""}; its text is in the composer`);
+  $("prompt").focus();
+  await refresh();
 }
 
 async function undoRedo(what) {
@@ -582,16 +584,18 @@ async function undoRedo(what) {
 
 async function doUndoRedo(what, shown, force) {
   busy(true);
+  let doc;
   try {
-    const doc = await api(`${sessionPath(state.session)}/${what}`, { count: 1, shown, force });
-    closeDialog();
-    toast(doc.lines.join("\n"));
-    await refresh();
+    doc = await api(`${sessionPath(state.session)}/${what}`, { count: 1, shown, force });
   } catch (err) {
     toast(err.message, true);
+    return;
   } finally {
     busy(false);
   }
+  closeDialog();
+  toast(doc.lines.join("\n"));
+  await refresh();
 }
 
 // -- live -----------------------------------------------------------------------
