@@ -104,6 +104,7 @@ def test_each_batch_shows_its_changes_and_a_coloured_diff_per_file(cli: Cli, pag
         assert added.inner_text() == "+x = 1"
         assert added.locator("span").count() > 0  # coloured as Python
         assert batch.locator('.file[data-path="a.txt"] .d-del').inner_text() == "-hello"
+        assert "null" not in batch.locator(".b-files").inner_text()
 
 
 def test_undone_batches_and_paths_undo_does_not_cover_are_marked(cli: Cli, page: Any) -> None:
@@ -149,6 +150,8 @@ def test_rewind_with_code_shows_the_impact_then_restores_and_gives_the_prompt_ba
     session = two_prompts(cli)
     with ui_server(cli) as server:
         opened(page, server, session)
+        page.click('[data-batch="2"] summary')  # its diff, under the dialog
+        page.wait_for_selector('[data-batch="2"] pre.diff')
         page.click('[data-prompt="2"] .rewind')
         page.click(".with-code")
         impact = page.locator("ul.impact")

@@ -346,7 +346,7 @@ async function loadDiff(b, box) {
             uncovered.has(c.path) ? h("span", { class: "flag" }, `not covered by undo: ${uncovered.get(c.path)}`) : null),
           c.html ? h("pre", { class: "diff hl", html: c.html }) : null),
       ),
-      doc.changes.length ? null : h("p", { class: "muted" }, "no changes"),
+      ...(doc.changes.length ? [] : [h("p", { class: "muted" }, "no changes")]),
     );
   } catch (err) {
     box.textContent = err.message;
