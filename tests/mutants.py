@@ -486,6 +486,69 @@ MUTANTS = [
         "            pass",
         "tests/cli/test_install_safety.py -k hangs",
     ),
+    # earshot ui: the guard, the preview that must still hold, the turn stopped
+    # first, one action at a time, the code option hidden, the live look.
+    (
+        "cli/ui/guard.py",
+        "if host not in self.hosts:",
+        "if False:",
+        "tests/cli/test_ui_guard.py -k another_host",
+    ),
+    (
+        "cli/ui/guard.py",
+        "if not any(self._matches(t) for t in (given_query, given_header, given_cookie)):",
+        "if False:",
+        "tests/cli/test_ui_guard.py -k without_the_token",
+    ),
+    (
+        "cli/ui/guard.py",
+        "if origin not in self.origins:",
+        "if False:",
+        "tests/cli/test_ui_guard.py -k 'cross_origin or without_an_origin'",
+    ),
+    (
+        "cli/ui/guard.py",
+        "if not self._matches(given_header):",
+        "if False:",
+        "tests/cli/test_ui_guard.py -k cookie_alone",
+    ),
+    (
+        "cli/ui/actions.py",
+        "if any(now[key] != shown.get(key) for key in now if key not in _OF_THE_DEED):",
+        "if False:",
+        "tests/cli/test_ui_page.py -k changed_since",
+    ),
+    (
+        "cli/ui/actions.py",
+        "if not self.composer.stop(session, STOP_WAIT_S):",
+        "if False:",
+        "tests/cli/test_ui_page.py -k stops_a_running_turn",
+    ),
+    (
+        "cli/ui/actions.py",
+        "if self.composer.running(session):",
+        "if False:",
+        "tests/cli/test_ui_page.py -k refused_while_the_pages_turn",
+    ),
+    (
+        "cli/ui/actions.py",
+        "if session in self._acting:",
+        "if False:",
+        "tests/cli/test_ui_actions.py",
+    ),
+    (
+        "cli/ui/actions.py",
+        '"code": None,',
+        '"code": {"batches": [], "restored": [], "deleted": [], "conflicts": [], "kept": [], '
+        '"removed_dirs": [], "moved": []},',
+        "tests/cli/test_ui_page.py -k hidden",
+    ),
+    (
+        "cli/ui/live.py",
+        "if not moved and not store_moved:",
+        "if True:",
+        "tests/cli/test_ui_page.py -k left_open",
+    ),
 ]
 
 

@@ -421,3 +421,17 @@ def test_a_claude_code_session_recorded_by_its_hooks_is_listed_shown_and_rewound
         cli.run("watch", "--stop", expect=None)
     assert (cli.root / "src.py").read_text() == "x = 1\n"
     assert not (cli.root / "new.txt").exists()
+
+
+def test_undo_is_refused_while_the_pages_turn_runs(cli: Cli, model_env: Any) -> None:
+    _, env = model_env([[ToolCall("bash", {"command": "sleep 30"})]])
+    session = two_prompts(cli)
+    with ui_server(cli, env, "--allow", "bash") as server:
+        status, text = server.request(f"/api/sessions/{session}/prompt", {"text": "wait"})
+        assert status == 200 and json.loads(text)["sent"] == "started", text
+        status, text = server.request(f"/api/sessions/{session}/undo", {"count": 1})
+        assert status == 409
+        assert "is running: stop it" in json.loads(text)["error"]["message"]
+        status, _ = server.request(f"/api/sessions/{session}/stop", {})
+        assert status == 200
+    assert (cli.root / "b.py").exists()  # nothing was undone
