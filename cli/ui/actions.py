@@ -109,7 +109,7 @@ class Actions:
         """``rewind N [--code [--force]]``; with ``code``, only if its dry run is still
         ``shown``. A turn the page runs in the session is stopped first."""
         with self._one_at_a_time(session, "rewind"):
-            if False:
+            if not self.composer.stop(session, STOP_WAIT_S):
                 raise Busy(
                     f"the running turn did not stop within {STOP_WAIT_S:.0f} s; "
                     "nothing was rewound: try again"

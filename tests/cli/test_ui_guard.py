@@ -154,8 +154,8 @@ def test_ctrl_c_stops_it_with_exit_0(cli: Cli) -> None:
 
 def test_nothing_is_loaded_from_the_network(server: UiServer) -> None:
     page = server.request("/", token="query")[1]
-    script = server.request("/static/app.js")[1]
+    assets = [server.request(f"/static/{name}")[1] for name in ("app.js", "dialogs.js", "turn.js")]
     css = server.request("/static/app.css")[1]
-    for text in (page, script, css):
+    for text in (page, *assets, css):
         assert "https://" not in text and "http://" not in text.replace("http://127", "")
         assert "//cdn" not in text
