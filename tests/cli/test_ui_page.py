@@ -435,3 +435,26 @@ def test_undo_is_refused_while_the_pages_turn_runs(cli: Cli, model_env: Any) -> 
         status, _ = server.request(f"/api/sessions/{session}/stop", {})
         assert status == 200
     assert (cli.root / "b.py").exists()  # nothing was undone
+
+
+def test_what_the_session_holds_is_shown_as_text_never_run(cli: Cli, page: Any) -> None:
+    bad = '<img src=x onerror="window.pwned=1">'
+    session = cli.new_session()
+    cli.run("prompt", f"look {bad}", session=session)
+    cli.write("f.txt", "old\n")
+    cli.run("bash", f"echo '{bad}' > f.txt; echo x > '<b>odd<i>.txt'", session=session)
+    cli.run(
+        "say",
+        f"done {bad} <script>window.pwned=2</script> [x](javascript:window.pwned=3)",
+        session=session,
+    )
+    with ui_server(cli) as server:
+        opened(page, server, session)
+        assert page.locator('[data-prompt="1"] .text').inner_text() == f"look {bad}"
+        assert "<script>" in page.locator(".item.assistant").inner_text()
+        page.click('[data-batch="1"] summary')
+        page.wait_for_selector('[data-batch="1"] .file[data-path="<b>odd<i>.txt"]')
+        assert bad in page.locator('[data-batch="1"] .file[data-path="f.txt"] .d-add').inner_text()
+        assert page.locator('a[href^="javascript"]').count() == 0
+        assert page.evaluate("window.pwned") is None
+        assert page.locator("img").count() == 0
