@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sessions": (
         "cmd_conversation",
         "sessions",
-        "List the root's sessions, most recent first; 'check' their files.",
+        "List the root's sessions, newest first; 'check' their files.",
     ),
     "prompt": ("cmd_conversation", "prompt", "Append a user prompt to the session."),
     "say": ("cmd_conversation", "say", "Append a message (--role user|assistant)."),
@@ -40,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "transcript": (
         "cmd_conversation",
         "transcript",
-        "Show the session's conversation along a path (--at another branch).",
+        "Show the session's conversation (--at another branch).",
     ),
     "rewind": (
         "cmd_conversation",
