@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 
 
-def _source(root: Path, count: int, rng: random.Random) -> None:
+def source_files(root: Path, count: int, rng: random.Random) -> None:
     for i in range(count):
         d = root / "src" / f"mod{i % 40}" / f"part{i % 7}"
         d.mkdir(parents=True, exist_ok=True)
@@ -33,7 +33,7 @@ def node_modules(root: Path, files: int, seed: int = 1) -> None:
     root.mkdir(parents=True)
     (root / ".gitignore").write_text("node_modules/\ndist/\n*.log\n")
     (root / "package.json").write_text('{"name": "app", "version": "1.0.0"}\n')
-    _source(root, 2000, rng)
+    source_files(root, 2000, rng)
     made = 0
     package = 0
     while made < files - 2000:
@@ -59,7 +59,7 @@ def binary(root: Path, files: int = 0, seed: int = 1) -> None:
     rng = random.Random(seed)
     root.mkdir(parents=True)
     (root / ".gitignore").write_text("build/\n")
-    _source(root, 2000, rng)
+    source_files(root, 2000, rng)
     assets = root / "assets"
     assets.mkdir()
     total = 0

@@ -1,0 +1,23 @@
+"""The suite's figures, by name: each module measures one family of figures.
+
+A figure module holds ``FIGURE``, an object with ``name``, ``title``,
+``applies(tree, plan)``, ``weight(tree, plan)`` and ``run(ctx, tree)``
+(benchmarks/suite/runner.py ``Figure``). The order here is the run's order.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from benchmarks.suite.runner import Figure
+
+MODULES = ("snapshots", "churn")
+
+
+def registry() -> dict[str, Figure]:
+    """Every figure, in run order."""
+    figures: dict[str, Figure] = {}
+    for module in MODULES:
+        figure: Figure = import_module(f"benchmarks.figures.{module}").FIGURE
+        figures[figure.name] = figure
+    return figures

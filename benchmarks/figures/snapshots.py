@@ -1,0 +1,100 @@
+"""Snapshots and restores: cold, no change, 10 and 1,000 files changed, a restore,
+and the store's size after the cold snapshot, for earshot and the git peers.
+
+Every peer works on its own copy of the tree; within a repeat the peers run
+one after another in turn, their order reversed on every other repeat. The
+same seeded edits are made on every copy before the timed snapshot. A cold
+snapshot goes into a fresh, empty store; with ``--full`` on a machine that
+lets the page cache be dropped, one more cold snapshot per peer is timed
+with the cache dropped first (``cache: cold``). The restore brings back the
+snapshot from before 10 edits, and is checked: every edited file must hold
+its content from before.
+"""
+
+from __future__ import annotations
+
+from benchmarks.peers import SNAPSHOT_PEERS, Checkpointer, make
+from benchmarks.suite import edits, machine
+from benchmarks.suite.plan import Plan
+from benchmarks.suite.runner import Context, Tree, alternate, timed, tree_weight
+from benchmarks.suite.trees import TreeSpec
+
+NAME = "snapshots"
+BIG = 300_000  # from this size on, fewer repeats: a cold git snapshot takes minutes
+
+
+class Snapshots:
+    name = NAME
+    title = "Snapshots and restores"
+
+    def applies(self, tree: TreeSpec, plan: Plan) -> bool:
+        return True
+
+    def repeats(self, tree: TreeSpec, plan: Plan) -> tuple[int, int]:
+        if tree.files >= BIG:
+            return min(plan.repeat, 2), 1
+        return plan.repeat, plan.cold_repeat
+
+    def weight(self, tree: TreeSpec, plan: Plan) -> float:
+        repeat, cold = self.repeats(tree, plan)
+        return tree_weight(tree) * repeat * (cold + 3) * len(SNAPSHOT_PEERS)
+
+    def run(self, ctx: Context, tree: Tree) -> None:
+        peers = [
+            make(name, ctx.copy(tree, name), ctx.work / "stores" / name, ctx.earshot)
+            for name in SNAPSHOT_PEERS
+        ]
+        pool = edits.candidates(peers[0].tree)
+        repeat, cold = self.repeats(tree.spec, ctx.plan)
+        record = ctx.results.measure
+        last: dict[str, str] = {}
+        for r in range(repeat):
+            order = alternate(peers, r)
+            for c in range(cold):
+                for peer in alternate(order, c):
+                    ctx.progress.step(f"repeat {r + 1}/{repeat}: cold snapshot, {peer.name}")
+                    peer.init()
+                    seconds = timed(lambda p=peer: last.__setitem__(p.name, p.snapshot()))
+                    record(NAME, "cold_snapshot", tree.key, peer.name, seconds)
+                    record(NAME, "store_cold", tree.key, peer.name, peer.store_bytes(), "bytes")
+            for peer in order:
+                ctx.progress.step(f"repeat {r + 1}/{repeat}: no-change snapshot, {peer.name}")
+                seconds = timed(lambda p=peer: last.__setitem__(p.name, p.snapshot()))
+                record(NAME, "nochange_snapshot", tree.key, peer.name, seconds)
+            for count in (10, 1000):
+                for peer in order:
+                    ctx.progress.step(f"repeat {r + 1}/{repeat}: {count} changed, {peer.name}")
+                    edits.edit(peer.tree, pool, count, seed=1000 * r + count)
+                    seconds = timed(lambda p=peer: last.__setitem__(p.name, p.snapshot()))
+                    record(NAME, f"snapshot_{count}_changed", tree.key, peer.name, seconds)
+            for peer in order:
+                ctx.progress.step(f"repeat {r + 1}/{repeat}: restore of 10 files, {peer.name}")
+                target = last[peer.name]
+                before = edits.edit(peer.tree, pool, 10, seed=1000 * r + 7)
+                last[peer.name] = peer.snapshot()
+                seconds = timed(lambda p=peer, t=target: p.restore(t))
+                edits.check_restored(peer.tree, before, peer.name)
+                record(NAME, "restore_10", tree.key, peer.name, seconds)
+        if ctx.plan.drop_caches and machine.can_drop_caches():
+            self._cold_cache(ctx, tree, peers)
+        for peer in peers:
+            _stop(peer)
+
+    def _cold_cache(self, ctx: Context, tree: Tree, peers: list[Checkpointer]) -> None:
+        """One cold snapshot per peer with the page cache dropped first: the tree
+        is read from disk, as after a reboot."""
+        for peer in peers:
+            ctx.progress.step(f"cold snapshot, page cache dropped, {peer.name}")
+            peer.init()
+            machine.drop_caches()
+            seconds = timed(peer.snapshot, sync=False)
+            ctx.results.measure(NAME, "cold_snapshot", tree.key, peer.name, seconds, cache="cold")
+
+
+def _stop(peer: Checkpointer) -> None:
+    stop = getattr(peer, "stop_daemon", None)
+    if stop is not None:
+        stop()
+
+
+FIGURE = Snapshots()
