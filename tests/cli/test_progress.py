@@ -125,6 +125,14 @@ def test_no_progress_for_work_shorter_than_the_wait(cli: Cli) -> None:
     assert _LINE.search(drawn) is None, drawn
 
 
+def _is_stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped (state T): the fault prints its line just
+    before it stops itself, and a signal sent before the stop would be taken
+    by its handler there and then, never left pending."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
 def _pending(pid: int, signum: int) -> bool:
     """Whether ``signum`` waits for the (stopped) process ``pid``."""
     with open(f"/proc/{pid}/status") as f:
@@ -151,6 +159,8 @@ def test_a_kill_while_the_line_shows_restores_the_cursor_and_still_kills(
     stopped = int(child.match.group(1))
     drawn = child.before
     assert b"\x1b[?25l" in drawn and b"undoing" in drawn, drawn
+    while not _is_stopped(stopped):
+        os.sched_yield()
     # The signal goes to the command as a terminal or a kill sends it; a
     # client passes it on to its worker (entry.py): it waits there until
     # the worker goes on.
