@@ -9,9 +9,16 @@ lets the page cache be dropped, one more cold snapshot per peer is timed
 with the cache dropped first (``cache: cold``). The restore brings back the
 snapshot from before 10 edits, and is checked: every edited file must hold
 its content from before.
+
+From 300,000 files on, a copy of the tree per peer does not fit a common disk
+(1,000,000 generated files are ~10 GiB): there the peers run one after
+another, each on a fresh copy removed afterwards, with fewer repeats, and
+OpenCode's git (the same add as shadow git) is left out.
 """
 
 from __future__ import annotations
+
+import shutil
 
 from benchmarks.peers import SNAPSHOT_PEERS, Checkpointer, make
 from benchmarks.suite import edits, machine
@@ -35,16 +42,36 @@ class Snapshots:
             return min(plan.repeat, 2), 1
         return plan.repeat, plan.cold_repeat
 
+    def peers(self, tree: TreeSpec) -> tuple[str, ...]:
+        if tree.files >= BIG:
+            return tuple(p for p in SNAPSHOT_PEERS if p != "opencode")
+        return SNAPSHOT_PEERS
+
     def weight(self, tree: TreeSpec, plan: Plan) -> float:
         repeat, cold = self.repeats(tree, plan)
-        return tree_weight(tree) * repeat * (cold + 3) * len(SNAPSHOT_PEERS)
+        return tree_weight(tree) * repeat * (cold + 3) * len(self.peers(tree))
 
     def run(self, ctx: Context, tree: Tree) -> None:
-        peers = [
-            make(name, ctx.copy(tree, name), ctx.work / "stores" / name, ctx.earshot)
-            for name in SNAPSHOT_PEERS
-        ]
-        pool = edits.candidates(peers[0].tree)
+        names = self.peers(tree.spec)
+        groups = [[n] for n in names] if tree.spec.files >= BIG else [list(names)]
+        pool: list[str] = []
+        for group in groups:
+            peers = [
+                make(name, ctx.copy(tree, name), ctx.work / "stores" / name, ctx.earshot)
+                for name in group
+            ]
+            pool = pool or edits.candidates(peers[0].tree)
+            try:
+                self._measure(ctx, tree, peers, pool)
+            finally:
+                for peer in peers:
+                    _stop(peer)
+                    shutil.rmtree(peer.tree, ignore_errors=True)
+                    shutil.rmtree(ctx.work / "stores" / peer.name, ignore_errors=True)
+
+    def _measure(
+        self, ctx: Context, tree: Tree, peers: list[Checkpointer], pool: list[str]
+    ) -> None:
         repeat, cold = self.repeats(tree.spec, ctx.plan)
         record = ctx.results.measure
         last: dict[str, str] = {}
@@ -77,8 +104,6 @@ class Snapshots:
                 record(NAME, "restore_10", tree.key, peer.name, seconds)
         if ctx.plan.drop_caches and machine.can_drop_caches():
             self._cold_cache(ctx, tree, peers)
-        for peer in peers:
-            _stop(peer)
 
     def _cold_cache(self, ctx: Context, tree: Tree, peers: list[Checkpointer]) -> None:
         """One cold snapshot per peer with the page cache dropped first: the tree

@@ -11,7 +11,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -148,6 +148,8 @@ def run(
                 progress.say(f"failed: {name} on {spec.key}: {exc}")
             finally:
                 shutil.rmtree(ctx.work, ignore_errors=True)
+                with suppress(OSError):
+                    ctx.work.parent.rmdir()  # the tree's scratch, once its last figure ran
             results.figures_done.append(f"{name}:{spec.key}")
             results.save(out)
     results.finished = datetime.now(UTC).isoformat(timespec="seconds")

@@ -1,0 +1,208 @@
+"""The benchmark suite's frame: its plan, its results file, its report and its
+comparison of two runs, and one real run of the snapshot figure on a small tree."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.report import compare, render  # noqa: E402
+from benchmarks.suite import plan  # noqa: E402
+from benchmarks.suite.progress import Progress  # noqa: E402
+from benchmarks.suite.record import (  # noqa: E402
+    FidelityRow,
+    Results,
+    Series,
+    TreeInfo,
+    load,
+)
+from benchmarks.suite.trees import parse_size  # noqa: E402
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_sizes_read_as_a_person_writes_them() -> None:
+    assert [parse_size(s) for s in ("10000", "10k", "1M", "300_000", "2.5k")] == [
+        10_000,
+        10_000,
+        1_000_000,
+        300_000,
+        2_500,
+    ]
+    for bad in ("abc", "0", "-5", ""):
+        with pytest.raises(ValueError, match="not a tree size"):
+            parse_size(bad)
+
+
+def test_the_profiles_and_their_narrowing() -> None:
+    figures = ["snapshots", "churn"]
+    quick = plan.make("quick", figures)
+    assert [t.key for t in quick.trees] == ["generated-10000"]
+    assert (quick.repeat, quick.churn, quick.drop_caches) == (1, 10, False)
+    full = plan.make("full", figures)
+    assert [t.key for t in full.trees][-4:] == ["kernel", "node_modules", "venv", "binary"]
+    assert len(full.trees) == 8 and full.churn == 100 and full.repeat == 5
+    assert [t.key for t in plan.make("full", figures, trees=["kernel"]).trees] == ["kernel"]
+    both = plan.make("quick", figures, sizes=["1k"], trees=["venv"])
+    assert [t.key for t in both.trees] == ["generated-1000", "venv"]
+    assert plan.make("quick", figures, only=["churn"]).figures == ["churn"]
+    with pytest.raises(ValueError, match="no figure nosuch; there are: snapshots, churn"):
+        plan.make("quick", figures, only=["nosuch"])
+
+
+def _results(earshot_cold: float) -> Results:
+    res = Results("full", {"nproc": 2, "cpu_model": "test", "work_dir_fs": "ext4"}, {})
+    res.trees["generated-100000"] = TreeInfo(
+        "generated-100000", "generated", 100_000, 2**30, 2, "t"
+    )
+    res.trees["generated-10000"] = TreeInfo("generated-10000", "generated", 10_000, 2**27, 2, "t")
+    for tree, scale in (("generated-10000", 1), ("generated-100000", 10)):
+        for value in (earshot_cold * scale, earshot_cold * scale * 1.1):
+            res.measure("snapshots", "cold_snapshot", tree, "earshot", value)
+            res.measure("snapshots", "nochange_snapshot", tree, "earshot", 0.2 * scale)
+        for value in (10.0 * scale, 11.0 * scale):
+            res.measure("snapshots", "cold_snapshot", tree, "shadow-git", value)
+            res.measure("snapshots", "nochange_snapshot", tree, "shadow-git", 0.1 * scale)
+    res.series.append(
+        Series(
+            "churn",
+            "store_bytes",
+            "generated-10000",
+            "earshot",
+            "checkpoint",
+            "bytes",
+            [0, 1],
+            [2**20, 2**21],
+        )
+    )
+    res.fidelity.append(
+        FidelityRow("generated-10000", "rm -rf src", "shadow-git", 100, 90, 10, 1, 512, "x")
+    )
+    res.fidelity.append(FidelityRow("generated-10000", "rm -rf src", "earshot", 100, 100, 0, 0, 0))
+    return res
+
+
+def test_results_survive_the_file(tmp_path: Path) -> None:
+    res = _results(1.0)
+    res.save(tmp_path)
+    again = load(tmp_path)
+    assert again.to_json() == res.to_json()
+    doc = json.loads((tmp_path / "results.json").read_text())
+    cold = next(m for m in doc["measurements"] if m["metric"] == "cold_snapshot")
+    assert (cold["median"], cold["min"], cold["max"], cold["samples"]) == (
+        1.05,
+        1.0,
+        1.1,
+        [1.0, 1.1],
+    )
+
+
+def test_the_report_is_built_from_the_json_alone_and_shows_a_missed_target(tmp_path: Path) -> None:
+    _results(2.0).save(tmp_path)  # cold 2.1 / 10.5 = 0.2: met; no change 2.0: missed
+    written = render(tmp_path)
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert (
+        "| cold snapshot (fresh store) | generated, 100,000 files "
+        "| 0.20 (shadow git) | <= 0.25 | met |" in text
+    )
+    assert (
+        "| snapshot, nothing changed | generated, 100,000 files "
+        "| 2.00 (shadow git) | <= 1.0 | **missed** |" in text
+    )
+    assert "| 2.10 s (2.00 s-2.20 s) | 10.50 s (10.00 s-11.00 s) | 0.20 |" in text
+    assert "| generated-10000 | rm -rf src | shadow git | 90 | 10 | 1 | 512 |" in text
+    names = sorted(p.name for p in written if p.suffix == ".png")
+    assert names == [
+        "churn-generated-10000.png",
+        "curves-snapshots.png",
+        "fidelity.png",
+        "ratios-generated-100000.png",
+    ]
+    for png in written[1:]:
+        assert png.read_bytes().startswith(PNG)
+        assert f"]({png.relative_to(tmp_path)})" in text
+
+
+def test_compare_shows_what_moved_past_its_noise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _results(1.0).save(tmp_path / "old")
+    _results(1.5).save(tmp_path / "new")  # earshot's cold: [1.0-1.1] then [1.5-1.65]
+    assert compare.compare(tmp_path / "old", tmp_path / "new") == 0
+    out = capsys.readouterr().out
+    moved = [line for line in out.splitlines() if line.startswith("cold snapshot")]
+    assert len(moved) == 2 and all("earshot" in line and "+50.0%" in line for line in moved)
+    assert "nothing changed" not in out
+    assert out.rstrip().endswith("2 figures moved past their noise")
+    assert compare.compare(tmp_path / "old", tmp_path / "nowhere") == 1
+
+
+def test_the_progress_line_says_what_runs_and_what_is_left() -> None:
+    stream = io.StringIO()
+    progress = Progress(10.0, stream)
+    progress.begin("snapshots · 10,000 generated files", 4.0)
+    progress.step("cold snapshot, earshot")
+    progress.end()
+    progress.begin("churn · 10,000 generated files", 6.0)
+    lines = stream.getvalue().splitlines()
+    # nothing done yet: nothing to scale by
+    assert lines[1] == (
+        "[0:00 elapsed, ? left,   0%] snapshots · 10,000 generated files · cold snapshot, earshot"
+    )
+    assert " 40%] churn · 10,000 generated files" in lines[2] and ", ~" in lines[2]
+
+
+@pytest.mark.slow
+def test_a_real_run_of_the_snapshot_figure_writes_every_figure_and_its_report(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "run",
+            "--sizes",
+            "300",
+            "--only",
+            "snapshots",
+            "--out",
+            str(out),
+            "--work",
+            str(tmp_path / "work"),
+            "--cache",
+            str(tmp_path / "cache"),
+            "--earshot",
+            str(Path(sys.executable).parent / "earshot"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["errors"] == [] and doc["figures_done"] == ["snapshots:generated-300"]
+    got = {(m["metric"], m["peer"]) for m in doc["measurements"]}
+    metrics = [
+        "cold_snapshot",
+        "store_cold",
+        "nochange_snapshot",
+        "snapshot_10_changed",
+        "snapshot_1000_changed",
+        "restore_10",
+    ]
+    peers = ["earshot", "shadow-git", "opencode", "git-tuned"]
+    assert got == {(m, p) for m in metrics for p in peers}
+    assert "· repeat 1/1: cold snapshot, earshot" in proc.stderr and "left" in proc.stderr
+    assert (out / "RESULTS.md").read_text().count("| restore, 10 files differ |") == 2
+    assert not (tmp_path / "work" / "generated-300").exists()  # scratch removed
