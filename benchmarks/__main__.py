@@ -70,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
         default=HERE / "work" / "trees",
         help="where made trees are kept for later runs",
     )
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="add to --out's results.json: keep its figures, run only the missing ones",
+    )
     run.add_argument("--kernel", type=Path, help="the kernel source: a directory or the tarball")
     run.add_argument("--earshot", help="the earshot executable to time (default: this venv's)")
     run.add_argument(
@@ -140,7 +145,16 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out or HERE / "work" / f"results-{datetime.now():%Y%m%d-%H%M%S}"
     the_plan.args = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     earshot = args.earshot or _earshot_exe()
-    results = runner.run(the_plan, figures, out, args.work, args.cache, earshot, args.kernel)
+    if args.resume and args.out is None:
+        print("benchmarks: --resume needs --out, the run to add to", file=sys.stderr)
+        return 2
+    try:
+        results = runner.run(
+            the_plan, figures, out, args.work, args.cache, earshot, args.kernel, args.resume
+        )
+    except ValueError as exc:
+        print(f"benchmarks: {exc}", file=sys.stderr)
+        return 1
     for path in render(out):
         print(path)
     for err in results.errors:

@@ -170,6 +170,14 @@ def render(results: Results, plots: list[Path], out: Path, titles: dict[str, str
         "or smaller). The page cache is warm unless a row says it was dropped.",
         "`python -m benchmarks report DIR` re-renders this file from results.json.",
     ]
+    if len(results.parts) > 1:
+        lines += ["", f"Made in {len(results.parts)} sittings (`--resume`):"]
+        lines += [
+            f"- {p['started']} to {p.get('finished') or 'cut short'}, load average "
+            f"{_load(p.get('loadavg_start'))} to {_load(p.get('loadavg_end'))}: "
+            f"{_options(p.get('args', {}))}"
+            for p in results.parts
+        ]
     headline = [p for p in plots if p.name.startswith("ratios-")]
     if headline:
         lines += ["", f"![earshot against each peer]({headline[0].relative_to(out)})"]
@@ -187,6 +195,11 @@ def render(results: Results, plots: list[Path], out: Path, titles: dict[str, str
         lines += [f"- {e['figure']} on {e['tree']}: {e['message']}" for e in results.errors]
     lines += machine_block(results)
     return "\n".join(lines) + "\n"
+
+
+def _options(args: dict[str, object]) -> str:
+    keys = ("profile", "only", "sizes", "trees", "repeat")
+    return ", ".join(f"{k} {args[k]}" for k in keys if args.get(k)) or "defaults"
 
 
 def _load(value: object) -> str:

@@ -1,35 +1,50 @@
 """Seeded edits an agent might make, the same on every peer's copy of a tree.
 
-Candidates are the tree's regular files under 1 MiB outside the directories
-git users ignore wholesale (``.git``, ``node_modules``, ``.venv``), in sorted
-order, so two identical copies give the same choice for the same seed.
+Candidates are the files an agent edits: those git would not ignore (listed
+by ``git ls-files -o --exclude-standard`` against an empty repository outside
+the tree), regular, under 1 MiB, in sorted order, so two identical copies
+give the same choice for the same seed. Ignored files are left out: no git
+peer records them, so no git restore could bring an edit of one back.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import stat
+import subprocess
+import tempfile
 from pathlib import Path
 
-SKIP_DIRS = {".git", "node_modules", ".venv", "__pycache__"}
 MAX_BYTES = 1 << 20
 
 
 def candidates(root: Path) -> list[str]:
     """Relative paths of the files an edit may pick, sorted."""
-    found: list[str] = []
-    for dirpath, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-        for name in names:
-            path = os.path.join(dirpath, name)
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                continue
-            if os.path.isfile(path) and not os.path.islink(path) and st.st_size < MAX_BYTES:
-                found.append(os.path.relpath(path, root))
-    found.sort()
-    return found
+    with tempfile.TemporaryDirectory(prefix="bench-edits-") as scratch:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": scratch,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_DIR": os.path.join(scratch, "git"),
+            "GIT_WORK_TREE": str(root),
+        }
+        subprocess.run(["git", "init", "-q"], env=env, check=True, capture_output=True)
+        listed = subprocess.run(
+            ["git", "ls-files", "-o", "--exclude-standard", "-z"],
+            cwd=root,
+            env=env,
+            check=True,
+            capture_output=True,
+        ).stdout.decode("utf-8", "surrogateescape")
+    found = []
+    for rel in listed.split("\0"):
+        if not rel:
+            continue
+        st = os.lstat(root / rel)
+        if stat.S_ISREG(st.st_mode) and st.st_size < MAX_BYTES:
+            found.append(rel)
+    return sorted(found)
 
 
 def edit(root: Path, pool: list[str], count: int, seed: int) -> dict[str, bytes]:

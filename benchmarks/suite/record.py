@@ -107,6 +107,9 @@ class Results:
     fidelity: list[FidelityRow] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)
     figures_done: list[str] = field(default_factory=list)
+    # Each sitting of the run (a run resumed with --resume has several): when
+    # it started and ended, its options, the load average at each end.
+    parts: list[dict[str, Any]] = field(default_factory=list)
 
     def measure(
         self,
@@ -145,6 +148,7 @@ class Results:
             "fidelity": [asdict(r) for r in self.fidelity],
             "errors": self.errors,
             "figures_done": self.figures_done,
+            "parts": self.parts,
         }
 
     def save(self, out: Path) -> Path:
@@ -175,4 +179,5 @@ def load(path: Path) -> Results:
     res.fidelity = [FidelityRow(**r) for r in doc["fidelity"]]
     res.errors = doc["errors"]
     res.figures_done = doc["figures_done"]
+    res.parts = doc.get("parts", [])
     return res

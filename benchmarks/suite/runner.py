@@ -20,7 +20,7 @@ from typing import Protocol, TypeVar
 from benchmarks.suite import machine, trees
 from benchmarks.suite.plan import Plan
 from benchmarks.suite.progress import Progress
-from benchmarks.suite.record import Results, TreeInfo
+from benchmarks.suite.record import RESULTS_FILE, Results, TreeInfo, load
 from benchmarks.suite.trees import TreeSpec, TreeUnavailable
 
 T = TypeVar("T")
@@ -120,14 +120,26 @@ def run(
     cache: Path,
     earshot: str,
     kernel: Path | None = None,
+    resume: bool = False,
 ) -> Results:
-    """Run every figure of the plan on every tree; results.json in ``out``."""
-    results = Results(plan.profile, machine.describe(work, earshot), plan.args)
+    """Run every figure of the plan on every tree; results.json in ``out``.
+
+    With ``resume``, the figures ``out``/results.json already holds are kept
+    and not run again; the rest are added to it (same machine only).
+    """
+    here = machine.describe(work, earshot)
+    results = Results(plan.profile, here, plan.args)
+    if resume and (out / RESULTS_FILE).exists():
+        results = load(out / RESULTS_FILE)
+        if results.machine.get("hostname") != here.get("hostname"):
+            raise ValueError(f"{out}: measured on another machine; resume it there")
+    part = {"started": _now(), "args": plan.args, "loadavg_start": here["loadavg_start"]}
+    results.parts.append(part)
     jobs = [
         (spec, name)
         for spec in plan.trees
         for name in plan.figures
-        if figures[name].applies(spec, plan)
+        if figures[name].applies(spec, plan) and f"{name}:{spec.key}" not in results.figures_done
     ]
     total = sum(figures[n].weight(s, plan) for s, n in jobs)
     progress = Progress(total)
@@ -152,11 +164,15 @@ def run(
                     ctx.work.parent.rmdir()  # the tree's scratch, once its last figure ran
             results.figures_done.append(f"{name}:{spec.key}")
             results.save(out)
-    results.finished = datetime.now(UTC).isoformat(timespec="seconds")
-    results.machine["loadavg_end"] = list(os.getloadavg())
+    results.finished = part["finished"] = _now()
+    results.machine["loadavg_end"] = part["loadavg_end"] = list(os.getloadavg())
     results.save(out)
     progress.close()
     return results
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _make(

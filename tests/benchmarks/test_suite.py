@@ -165,30 +165,11 @@ def test_a_real_run_of_the_snapshot_figure_writes_every_figure_and_its_report(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks",
-            "run",
-            "--sizes",
-            "300",
-            "--only",
-            "snapshots",
-            "--out",
-            str(out),
-            "--work",
-            str(tmp_path / "work"),
-            "--cache",
-            str(tmp_path / "cache"),
-            "--earshot",
-            str(Path(sys.executable).parent / "earshot"),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    argv = [sys.executable, "-m", "benchmarks", "run", "--sizes", "300"]
+    options = ["--only", "snapshots", "--out", str(out), "--work", str(tmp_path / "work")]
+    options += ["--cache", str(tmp_path / "cache")]
+    options += ["--earshot", str(Path(sys.executable).parent / "earshot")]
+    proc = subprocess.run([*argv, *options], cwd=REPO, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "results.json").read_text())
     assert doc["errors"] == [] and doc["figures_done"] == ["snapshots:generated-300"]
@@ -206,3 +187,14 @@ def test_a_real_run_of_the_snapshot_figure_writes_every_figure_and_its_report(
     assert "· repeat 1/1: cold snapshot, earshot" in proc.stderr and "left" in proc.stderr
     assert (out / "RESULTS.md").read_text().count("| restore, 10 files differ |") == 2
     assert not (tmp_path / "work" / "generated-300").exists()  # scratch removed
+
+    again = subprocess.run(
+        [*argv, "200", "--resume", *options], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert again.returncode == 0, again.stderr
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["figures_done"] == ["snapshots:generated-300", "snapshots:generated-200"]
+    assert len(doc["parts"]) == 2 and "300 generated files" not in again.stderr
+    cold = [m for m in doc["measurements"] if m["metric"] == "cold_snapshot"]
+    assert {m["tree"] for m in cold} == {"generated-300", "generated-200"}
+    assert all(len(m["samples"]) == 1 for m in cold)  # the first sitting's kept, not re-run
