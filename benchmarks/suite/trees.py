@@ -154,6 +154,7 @@ def describe(spec: TreeSpec, root: Path, source: str) -> TreeInfo:
 
 def prepare(spec: TreeSpec, cache: Path, kernel: Path | None = None) -> tuple[Path, TreeInfo]:
     """The pristine tree in the cache, made now unless an earlier run made it."""
+    cache = cache.resolve()
     root = cache / spec.key
     done = cache / f"{spec.key}.made"
     if not done.exists():
