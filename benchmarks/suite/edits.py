@@ -21,6 +21,7 @@ MAX_BYTES = 1 << 20
 
 def candidates(root: Path) -> list[str]:
     """Relative paths of the files an edit may pick, sorted."""
+    root = root.resolve()
     with tempfile.TemporaryDirectory(prefix="bench-edits-") as scratch:
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

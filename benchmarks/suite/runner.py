@@ -127,6 +127,7 @@ def run(
     With ``resume``, the figures ``out``/results.json already holds are kept
     and not run again; the rest are added to it (same machine only).
     """
+    work, out = work.resolve(), out.resolve()  # git and tar run with other working dirs
     here = machine.describe(work, earshot)
     results = Results(plan.profile, here, plan.args)
     if resume and (out / RESULTS_FILE).exists():
