@@ -27,9 +27,10 @@ def fmt(value: float, unit: str) -> str:
 
 
 def cell(m: Measurement) -> str:
-    if len(m.samples) == 1:
+    low, high = fmt(min(m.samples), m.unit), fmt(max(m.samples), m.unit)
+    if low == high:
         return fmt(m.median, m.unit)
-    return f"{fmt(m.median, m.unit)} ({fmt(min(m.samples), m.unit)}-{fmt(max(m.samples), m.unit)})"
+    return f"{fmt(m.median, m.unit)} ({low}-{high})"
 
 
 def tree_line(info: TreeInfo) -> str:
