@@ -153,7 +153,15 @@ def test_a_kill_while_the_line_shows_restores_the_cursor_and_still_kills(
         EARSHOT_FAULTS_HOSTED="1",
     )
     child = pexpect.spawn(
-        str(EARSHOT), ["undo"], cwd=str(cli.root), env=env, dimensions=(50, 200), timeout=120
+        str(EARSHOT),
+        ["undo"],
+        cwd=str(cli.root),
+        env=env,
+        dimensions=(50, 200),
+        timeout=120,
+        # As from a terminal: a suite run under nohup would hand its SIGHUP
+        # ignored down to the command, which then never sees the signal.
+        preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL),
     )
     child.expect(rb"earshot-fault: restore-delete \(stopped: pid (\d+)\)")
     stopped = int(child.match.group(1))
