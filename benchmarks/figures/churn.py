@@ -30,7 +30,8 @@ class Churn:
         return tree.files <= MAX_FILES
 
     def weight(self, tree: TreeSpec, plan: Plan) -> float:
-        return tree_weight(tree) * 3 * len(SNAPSHOT_PEERS) + plan.churn * 2_000
+        # seconds per 10,000 files, seen: the cold snapshot and gc ~4, a checkpoint ~0.5
+        return tree_weight(tree) * len(SNAPSHOT_PEERS) * (4 + plan.churn * 0.5)
 
     def run(self, ctx: Context, tree: Tree) -> None:
         peers = [

@@ -1,10 +1,11 @@
 """One progress line: what is running, how long it has run, how long is left.
 
 The plan gives every job a weight (its tree's file count times the figure's
-relative cost); what is left is the elapsed time scaled by the weight still
-to run. The estimate improves as the run goes; it is shown as "~" for that.
-On a terminal the line is rewritten in place; otherwise one line per step,
-so a log shows the run's course.
+relative cost); what is left is the time the finished jobs took per unit of
+weight, times the weight still to run, less what the running job has had.
+The estimate improves as the run goes; it is shown as "~" for that. On a
+terminal the line is rewritten in place; otherwise one line per step, so a
+log shows the run's course.
 """
 
 from __future__ import annotations
@@ -32,22 +33,27 @@ class Progress:
         self.stream = stream
         self.tty = stream.isatty()
         self.start = time.monotonic()
+        self.job_start = self.start
+        self.spent = 0.0  # seconds the finished jobs took
 
     def begin(self, job: str, weight: float) -> None:
         """A job starts: a figure on one tree."""
         self.job, self.job_weight = job, weight
+        self.job_start = time.monotonic()
         self.step("")
 
     def end(self) -> None:
         """The job is over (done, or failed): its weight counts as run."""
         self.done += self.job_weight
+        self.spent += time.monotonic() - self.job_start
         self.job_weight = 0.0
 
     def left(self) -> str:
-        elapsed = time.monotonic() - self.start
-        if self.done <= 0:
+        if self.done <= 0 or self.spent <= 0:
             return "?"
-        return "~" + clock(elapsed / self.done * max(self.total - self.done, 0.0))
+        running = time.monotonic() - self.job_start if self.job_weight else 0.0
+        rate = self.spent / self.done
+        return "~" + clock(max(rate * (self.total - self.done) - running, 0.0))
 
     def step(self, what: str) -> None:
         """What the job is doing now."""
