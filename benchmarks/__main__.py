@@ -3,6 +3,7 @@
     python -m benchmarks run --quick                  # the smoke test CI runs
     python -m benchmarks run --full --out benchmarks  # the published figures
     python -m benchmarks run --only snapshots --sizes 100k --trees kernel
+    python -m benchmarks run --only snapshots --base /tmp/before/.venv/bin/earshot
     python -m benchmarks report DIR                   # RESULTS.md and plots from DIR/results.json
     python -m benchmarks compare OLD NEW              # every figure that moved past its noise
     python -m benchmarks list                         # the figures and trees
@@ -73,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--kernel", type=Path, help="the kernel source: a directory or the tarball")
     run.add_argument("--earshot", help="the earshot executable to time (default: this venv's)")
     run.add_argument(
+        "--base",
+        metavar="EXE",
+        help="a second earshot (e.g. the code before a change) timed beside the first as "
+        "earshot-base, in the figures that support it (snapshots, index_cost)",
+    )
+    run.add_argument(
         "--no-drop-caches",
         dest="drop_caches",
         action="store_false",
@@ -140,7 +147,9 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out or HERE / "work" / f"results-{datetime.now():%Y%m%d-%H%M%S}"
     the_plan.args = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     earshot = args.earshot or _earshot_exe()
-    results = runner.run(the_plan, figures, out, args.work, args.cache, earshot, args.kernel)
+    results = runner.run(
+        the_plan, figures, out, args.work, args.cache, earshot, args.kernel, args.base
+    )
     for path in render(out):
         print(path)
     for err in results.errors:

@@ -8,12 +8,13 @@ snapshot goes into a fresh, empty store; with ``--full`` on a machine that
 lets the page cache be dropped, one more cold snapshot per peer is timed
 with the cache dropped first (``cache: cold``). The restore brings back the
 snapshot from before 10 edits, and is checked: every edited file must hold
-its content from before.
+its content from before. With ``--base EXE``, a second earshot is timed
+beside the others as ``earshot-base``, in a store of its own.
 """
 
 from __future__ import annotations
 
-from benchmarks.peers import SNAPSHOT_PEERS, Checkpointer, make
+from benchmarks.peers import SNAPSHOT_PEERS, Checkpointer, EarshotPeer, make
 from benchmarks.suite import edits, machine
 from benchmarks.suite.plan import Plan
 from benchmarks.suite.runner import Context, Tree, alternate, timed, tree_weight
@@ -44,6 +45,10 @@ class Snapshots:
             make(name, ctx.copy(tree, name), ctx.work / "stores" / name, ctx.earshot)
             for name in SNAPSHOT_PEERS
         ]
+        if ctx.base:
+            base = "earshot-base"
+            copy, store = ctx.copy(tree, base), ctx.work / "stores" / base
+            peers.append(EarshotPeer(ctx.base, copy, store, name=base))
         pool = edits.candidates(peers[0].tree)
         repeat, cold = self.repeats(tree.spec, ctx.plan)
         record = ctx.results.measure
