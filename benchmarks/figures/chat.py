@@ -66,7 +66,7 @@ class Sessions:
             }
             env.pop("EARSHOT_SESSION", None)
             argv = [self.earshot, "chat", "-p", "go", "--model", "anthropic:bench"]
-            argv += ["--allow", "bash", "--json"]
+            argv += ["--allow", "bash", "--json", "--root", str(self.tree)]
             done: list[subprocess.CompletedProcess[str]] = []
             seconds = timed(
                 lambda: done.append(
@@ -78,6 +78,8 @@ class Sessions:
         out = done[0]
         if out.returncode != 0 or len(json.loads(out.stdout)["batches"]) != replies:
             raise RuntimeError(f"earshot chat failed: {out.stdout[-400:]} {out.stderr[-400:]}")
+        if not (self.tree / "chat-bench" / f"f{self.offset - 1}.txt").exists():
+            raise RuntimeError(f"earshot chat worked outside {self.tree}")
         return seconds
 
     def stop_daemon(self) -> None:

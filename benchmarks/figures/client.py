@@ -65,20 +65,21 @@ class Client:
                 raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr!r}")
             return done.stdout.decode()
 
-        env["EARSHOT_SESSION"] = run([exe, "session", "new"]).strip()
+        here = ("--root", str(root))  # a copy inside another git work tree would mean that tree
+        env["EARSHOT_SESSION"] = run([exe, "session", "new", *here]).strip()
         try:
             ctx.progress.step("the first snapshot, the daemon started")
-            run([exe, "snapshot"])
-            run([exe, "watch"])
-            run([exe, "bash", "true"])  # leaves the watch mark
+            run([exe, "snapshot", *here])
+            run([exe, "watch", *here])
+            run([exe, "bash", "true", *here])  # leaves the watch mark
             time.sleep(RACY)
             steps: list[tuple[str, list[str], bytes]] = [
                 ("python_floor", [python, "-c", "import socket, json, subprocess"], b""),
                 ("client_imports", [python, "-c", "import earshot.cli.entry"], b""),
-                ("watch_status", [exe, "watch", "--status"], b""),
-                ("hosted_log", [exe, "log"], b""),
-                ("hosted_write", [exe, "write", "note.txt"], b"x\n"),
-                ("hosted_bash", [exe, "bash", "true"], b""),
+                ("watch_status", [exe, "watch", "--status", *here], b""),
+                ("hosted_log", [exe, "log", *here], b""),
+                ("hosted_write", [exe, "write", "note.txt", *here], b"x\n"),
+                ("hosted_bash", [exe, "bash", "true", *here], b""),
             ]
             repeat = 3 if ctx.plan.quick else 20
             for r in range(repeat):
@@ -87,7 +88,7 @@ class Client:
                     seconds = timed(lambda a=argv, i=stdin: run(a, i), sync=False)
                     ctx.results.measure(NAME, metric, tree.key, PEER, seconds)
         finally:
-            subprocess.run([exe, "watch", "--stop"], cwd=root, env=env, capture_output=True)
+            subprocess.run([exe, "watch", "--stop", *here], cwd=root, env=env, capture_output=True)
 
 
 FIGURE = Client()

@@ -1,6 +1,7 @@
 """What earshot's hooks cost the real Claude Code, against a shadow-git checkpoint.
 
-The agent is the real ``claude`` binary (tests/real_agents finds the pinned
+Each copy of the tree is made a git work tree (``git init``), as a project
+is. The agent is the real ``claude`` binary (tests/real_agents finds the pinned
 npm package, or installs it into .agents/) on a scripted model server on
 127.0.0.1 (tests/model_servers): one prompt whose responses each hold 5 Bash
 calls (``echo N > hooks-bench/fN.txt``), then a final text. The same session
@@ -30,6 +31,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from benchmarks import git_view
 from benchmarks.peers import GitPeer
 from benchmarks.suite import testkit
 from benchmarks.suite.plan import Plan
@@ -121,6 +123,8 @@ class Sessions:
             seconds = timed(lambda: done.append(run(invocation, timeout=600)))
         if done[0].rc != 0:
             raise RuntimeError(f"claude failed ({way}): {done[0]}")
+        if not (self.tree / "hooks-bench" / f"f{self.count - 1}.txt").exists():
+            raise RuntimeError(f"claude worked outside {self.tree}")
         return seconds
 
     def stop_daemon(self) -> None:
@@ -163,6 +167,10 @@ class Hooks:
         per, short, long = (2, 1, 2) if ctx.plan.quick else (5, 1, 5)
         sessions = Sessions(ctx.copy(tree, "earshot"), ctx.work, ctx.earshot)
         git = GitPeer("shadow-git", ctx.copy(tree, "shadow-git"), ctx.work / "stores" / "git")
+        for copy in (sessions.tree, git.tree):
+            # A project is a git work tree; and the hooks find their root as git
+            # does, so a copy inside another work tree must be one of its own.
+            git_view.git(copy, "init", "-q")
         ctx.progress.step("shadow git's first checkpoint")
         git.init()
         git.snapshot()

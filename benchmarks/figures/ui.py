@@ -63,18 +63,20 @@ class Ui:
         prompts, repeat = (10, 3) if ctx.plan.quick else (30, 10)
         home, root = ctx.scratch("home"), ctx.scratch("root")
         cli = Cli(home, root)
-        session = cli.new_session()
+        # --root: the work directory may lie inside another git work tree
+        here = ("--root", str(root))
+        session = cli.json("session", "new", *here)["id"]
         ctx.progress.step(f"a session of {prompts} prompts")
         for n in range(prompts):
-            cli.run("prompt", f"prompt {n}: change file {n}", session=session)
-            cli.run("bash", f"echo {n} > f{n}.txt", session=session)
-            cli.run("say", f"changed **f{n}.txt**", session=session)
+            cli.run("prompt", f"prompt {n}: change file {n}", *here, session=session)
+            cli.run("bash", f"echo {n} > f{n}.txt", *here, session=session)
+            cli.run("say", f"changed **f{n}.txt**", *here, session=session)
         note = f"a session of {prompts} prompts, each with a batch and a reply"
 
         def record(metric: str, seconds: float) -> None:
             ctx.results.measure(NAME, metric, tree.key, PEER, seconds, note=note)
 
-        with ui_server(cli) as server:
+        with ui_server(cli, None, *here) as server:
             ctx.progress.step("the session's document")
             for _ in range(repeat):
                 start = time.perf_counter()
@@ -97,7 +99,7 @@ class Ui:
                     for i in range(repeat):
                         page.evaluate(SEEN, prompts + i + 1)
                         subprocess.run(
-                            [str(EARSHOT), "bash", f"echo {i} > live{i}.txt"],
+                            [str(EARSHOT), "bash", f"echo {i} > live{i}.txt", *here],
                             cwd=root,
                             env=cli.env(session),
                             check=True,
@@ -109,6 +111,7 @@ class Ui:
                         record("ui_live", (float(seen) - done_ms) / 1000)
                 finally:
                     browser.close()
+        cli.run("watch", "--stop", *here, expect=None)  # the CLI's batches started one
 
 
 FIGURE = Ui()

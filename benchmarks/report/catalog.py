@@ -66,11 +66,11 @@ METRICS: dict[str, Metric] = {
     "kept_not_ignored": Metric("kept paths git does not ignore (each a defect)"),
     **{
         f"exec_{n}_writes": Metric(f"exec batch of {n:,} writes")
-        for n in (1_000, 2_000, 2_500, 4_000, 5_000, 10_000)
+        for n in (500, 1_000, 2_000, 2_500, 5_000, 10_000)
     },
     **{
         f"undo_{n}_deletes": Metric(f"undo of a {n:,}-file delete")
-        for n in (2_000, 4_000, 8_000, 12_500, 25_000, 50_000)
+        for n in (1_000, 2_000, 4_000, 12_500, 25_000, 50_000)
     },
     "python_floor": Metric("python3 -c 'import socket, json, subprocess' (the floor)"),
     "client_imports": Metric("python3 -c 'import earshot.cli.entry'"),
