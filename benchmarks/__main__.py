@@ -3,6 +3,7 @@
     python -m benchmarks run --quick                  # the smoke test CI runs
     python -m benchmarks run --full --out benchmarks  # the published figures
     python -m benchmarks run --only snapshots --sizes 100k --trees kernel
+    python -m benchmarks run --only snapshots --base /tmp/before/.venv/bin/earshot
     python -m benchmarks report DIR                   # RESULTS.md and plots from DIR/results.json
     python -m benchmarks compare OLD NEW              # every figure that moved past its noise
     python -m benchmarks list                         # the figures and trees
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -62,7 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--repeat", type=int, help="timed repeats (quick 1, full 5)")
     run.add_argument("--out", type=Path, help="where results.json, RESULTS.md and plots/ go")
     run.add_argument(
-        "--work", type=Path, default=HERE / "work" / "run", help="scratch: tree copies, stores"
+        "--work",
+        type=Path,
+        # Outside the checkout: an earshot command run in a copy without
+        # --root would find the checkout's git top as its root.
+        default=Path(tempfile.gettempdir()) / "earshot-bench-work",
+        help="scratch: tree copies, stores (default: in the temporary directory)",
     )
     run.add_argument(
         "--cache",
@@ -77,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--kernel", type=Path, help="the kernel source: a directory or the tarball")
     run.add_argument("--earshot", help="the earshot executable to time (default: this venv's)")
+    run.add_argument(
+        "--base",
+        metavar="EXE",
+        help="a second earshot (e.g. the code before a change) timed beside the first as "
+        "earshot-base, in the figures that support it (snapshots, index_cost)",
+    )
     run.add_argument(
         "--no-drop-caches",
         dest="drop_caches",
@@ -150,7 +163,15 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     try:
         results = runner.run(
-            the_plan, figures, out, args.work, args.cache, earshot, args.kernel, args.resume
+            the_plan,
+            figures,
+            out,
+            args.work,
+            args.cache,
+            earshot,
+            kernel=args.kernel,
+            base=args.base,
+            resume=args.resume,
         )
     except ValueError as exc:
         print(f"benchmarks: {exc}", file=sys.stderr)

@@ -5,7 +5,7 @@ daemon (``earshot.agent.watch.daemon``) with a host for ``run`` requests. The
 daemon imports every module a command needs once, before it serves; a
 request forks a *worker* that already holds them, so a call through the
 daemon pays neither Python's start-up nor the imports (about 150 ms of a
-call, measured in ``benchmarks/RESULTS.md``), only a fork.
+call, measured in ``benchmarks/history/RESULTS-issues-2-25.md``), only a fork.
 
 The worker becomes the client's command: it takes the client's stdin,
 stdout and stderr (passed as descriptors with the request), its environment,
@@ -252,7 +252,7 @@ class _Spare:
     """A worker forked ahead of the next request, waiting for it.
 
     A fork of the daemon (its heap, its threads' state) on the request's path
-    cost a hosted call about 1.5 ms of 25-35 (benchmarks/RESULTS.md, "The
+    cost a hosted call about 1.5 ms of 25-35 (benchmarks/history/RESULTS-issues-2-25.md, "The
     hook's client"); forked between requests, it costs the call nothing. The spare
     waits on a socket pair for the request's connection and descriptors;
     when the daemon goes (killed or idle), its end closes and the spare exits.

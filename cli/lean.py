@@ -4,7 +4,7 @@ The ``earshot`` script runs on every hook event an agent fires and on every
 hosted call. Importing ``json``, ``socket``, ``signal`` and ``contextlib``
 costs it about 15 ms here (they pull in ``re``, ``enum`` and ``selectors``),
 against 10 ms for a bare interpreter; their C halves (``_json``,
-``_socket``, ``array``) cost about 1 ms (benchmarks/RESULTS.md, "The hook's
+``_socket``, ``array``) cost about 1 ms (benchmarks/history/RESULTS-issues-2-25.md, "The hook's
 client"). This module offers what the client needs of them: ``loads`` and
 ``dumps`` for plain JSON documents, and ``send_fds``. Where a C half is
 missing (another Python), the full modules are used.

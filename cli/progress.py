@@ -8,7 +8,7 @@ seconds (default 1; 0 shows it at once, as the tests do). Then a transient
 line on stderr gives the stage, the count done of how many, the bytes and
 the time left where they are known (``progress_view``); it is gone when the
 command prints its result. Anywhere else the work gets ``QUIET``: one empty
-call per directory walked or path applied (benchmarks/RESULTS.md, "Progress").
+call per directory walked or path applied (benchmarks/history/RESULTS-issues-2-25.md, "Progress").
 
 Under the watch daemon a command runs in a worker holding the client's own
 stdin, stdout and stderr (``cli/daemon.py``), so the same line reaches the

@@ -24,7 +24,7 @@ Each entry is keyed by (mtime_ns, ctime_ns, size, inode): ctime catches a
 ``chmod +x`` of a hook. Measured on a repository with 256 fan-out
 directories, 2,000 loose tags and 300,000 objects: 287 entries in about a
 millisecond; a one-commit repository, 52 in a fifth of that
-(docs/ARCHITECTURE.md, ``benchmarks/bench_git_fingerprint.py``).
+(docs/ARCHITECTURE.md, ``benchmarks/figures/git_fingerprint.py``).
 
 Not seen: a nested repository that is not a submodule (finding one needs a
 walk of the whole tree), and a write deep inside an unlisted subdirectory

@@ -11,7 +11,7 @@ the base URL's (``FirstContact``); past that, retries follow the SDK's own
 policy. Every answer is streamed: text reaches ``on_text`` as it comes.
 
 An SDK costs seconds to import (the ``anthropic`` package about 3 s,
-``openai`` 1.1 s, on the 2-core machine of benchmarks/RESULTS.md), so it is
+``openai`` 1.1 s, on the 2-core machine of benchmarks/history/RESULTS-issues-2-25.md), so it is
 imported on first use, and a face starts that import early (``preload``).
 """
 

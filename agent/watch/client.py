@@ -274,7 +274,7 @@ def ensure_daemon(
     full restage of the root cost more than the restage budget; measured
     since the daemon hosts whole calls, a call through it costs at most
     0.37 of one without it at every tree size measured, from 1,000 files up
-    (benchmarks/RESULTS.md, "When to start the daemon"), so ``auto`` now
+    (benchmarks/history/RESULTS-issues-2-25.md, "When to start the daemon"), so ``auto`` now
     starts one for every root, on the first command that records.
     A daemon started here is waited for up to ``wait`` seconds (0.2 s at 10k
     files, 0.6 s at 100k here), so this process's tokens are already good.

@@ -11,7 +11,19 @@ from importlib import import_module
 
 from benchmarks.suite.runner import Figure
 
-MODULES = ("snapshots", "churn")
+MODULES = (
+    "snapshots",
+    "churn",
+    "index_cost",
+    "git_view",
+    "linear",
+    "client",
+    "engine_watch",
+    "chat",
+    "hooks",
+    "ui",
+    "git_fingerprint",
+)
 
 
 def registry() -> dict[str, Figure]:

@@ -8,7 +8,8 @@ snapshot goes into a fresh, empty store; with ``--full`` on a machine that
 lets the page cache be dropped, one more cold snapshot per peer is timed
 with the cache dropped first (``cache: cold``). The restore brings back the
 snapshot from before 10 edits, and is checked: every edited file must hold
-its content from before.
+its content from before. With ``--base EXE``, a second earshot is timed
+beside the others as ``earshot-base``, in a store of its own.
 
 From 300,000 files on, a copy of the tree per peer does not fit a common disk
 (1,000,000 generated files are ~10 GiB): there the peers run one after
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import shutil
 
-from benchmarks.peers import SNAPSHOT_PEERS, Checkpointer, make
+from benchmarks.peers import SNAPSHOT_PEERS, Checkpointer, EarshotPeer, make
 from benchmarks.suite import edits, machine
 from benchmarks.suite.plan import Plan
 from benchmarks.suite.runner import Context, Tree, alternate, timed, tree_weight
@@ -53,14 +54,11 @@ class Snapshots:
         return tree_weight(tree) * repeat * (cold * 3.5 + 4.5) * len(self.peers(tree))
 
     def run(self, ctx: Context, tree: Tree) -> None:
-        names = self.peers(tree.spec)
-        groups = [[n] for n in names] if tree.spec.files >= BIG else [list(names)]
+        names = list(self.peers(tree.spec)) + (["earshot-base"] if ctx.base else [])
+        groups = [[n] for n in names] if tree.spec.files >= BIG else [names]
         pool: list[str] = []
         for group in groups:
-            peers = [
-                make(name, ctx.copy(tree, name), ctx.work / "stores" / name, ctx.earshot)
-                for name in group
-            ]
+            peers = [self._peer(ctx, tree, name) for name in group]
             pool = pool or edits.candidates(peers[0].tree)
             try:
                 self._measure(ctx, tree, peers, pool)
@@ -69,6 +67,12 @@ class Snapshots:
                     _stop(peer)
                     shutil.rmtree(peer.tree, ignore_errors=True)
                     shutil.rmtree(ctx.work / "stores" / peer.name, ignore_errors=True)
+
+    def _peer(self, ctx: Context, tree: Tree, name: str) -> Checkpointer:
+        copy, store = ctx.copy(tree, name), ctx.work / "stores" / name
+        if name == "earshot-base" and ctx.base:
+            return EarshotPeer(ctx.base, copy, store, name=name)
+        return make(name, copy, store, ctx.earshot)
 
     def _measure(
         self, ctx: Context, tree: Tree, peers: list[Checkpointer], pool: list[str]

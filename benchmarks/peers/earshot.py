@@ -21,12 +21,15 @@ class EarshotPeer:
     """The ``earshot`` console script, with ``EARSHOT_HOME`` its own directory.
 
     ``watch="never"`` times the store's own walk; ``"always"`` lets the root's
-    watch daemon answer (the per-call figures time both).
+    watch daemon answer (the per-call figures time both). ``name`` is the
+    peer's name in the results: ``earshot-base`` for a second install
+    (``--base``) timed beside this one.
     """
 
-    name = "earshot"
-
-    def __init__(self, exe: str, tree: Path, store: Path, watch: str = "never") -> None:
+    def __init__(
+        self, exe: str, tree: Path, store: Path, watch: str = "never", name: str = "earshot"
+    ) -> None:
+        self.name = name
         self.exe = exe
         self.tree = tree
         self.store = store

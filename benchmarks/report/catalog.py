@@ -9,14 +9,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PEER_ORDER = ("earshot", "earshot-daemon", "shadow-git", "opencode", "git-tuned", "file-backups")
+PEER_ORDER = (
+    "earshot",
+    "earshot-daemon",
+    "earshot-base",
+    "shadow-git",
+    "opencode",
+    "git-tuned",
+    "file-backups",
+    "git",
+    "cp-a",
+    "claude-code",
+    "hooks-true",
+)
 PEER_LABELS = {
     "earshot": "earshot",
     "earshot-daemon": "earshot, daemon",
+    "earshot-base": "earshot, base (--base)",
     "shadow-git": "shadow git",
     "opencode": "OpenCode's git",
     "git-tuned": "git, tuned",
     "file-backups": "file backups",
+    "git": "git ls-files",
+    "cp-a": "cp -a",
+    "claude-code": "Claude Code, no hooks",
+    "hooks-true": "hooks running true",
 }
 
 
@@ -37,6 +54,44 @@ METRICS: dict[str, Metric] = {
     "store_after_churn": Metric("store after the checkpoints of churn"),
     "gc": Metric("gc after the churn, every checkpoint kept"),
     "store_after_gc": Metric("store after the churn and gc"),
+    "index_nochange": Metric("snapshot in a git repository, nothing changed"),
+    "index_10_changed": Metric("snapshot in a git repository, 10 files changed"),
+    "index_ignored_nochange": Metric("the same with 200 ignored *.o files, nothing changed"),
+    "index_rewritten": Metric("the same after git's index was rewritten (touch)"),
+    "paths": Metric("paths counted (files and symlinks)"),
+    "tracked_ignored": Metric("tracked files a pattern ignores"),
+    "kept_ignored": Metric("ignored files whose content earshot keeps besides"),
+    "only_earshot": Metric("paths only earshot records (each a defect)"),
+    "only_git": Metric("paths only git lists (each a defect)"),
+    "kept_not_ignored": Metric("kept paths git does not ignore (each a defect)"),
+    **{
+        f"exec_{n}_writes": Metric(f"exec batch of {n:,} writes")
+        for n in (500, 1_000, 2_000, 2_500, 5_000, 10_000)
+    },
+    **{
+        f"undo_{n}_deletes": Metric(f"undo of a {n:,}-file delete")
+        for n in (1_000, 2_000, 4_000, 12_500, 25_000, 50_000)
+    },
+    "python_floor": Metric("python3 -c 'import socket, json, subprocess' (the floor)"),
+    "client_imports": Metric("python3 -c 'import earshot.cli.entry'"),
+    "watch_status": Metric("earshot watch --status (in-process)"),
+    "hosted_log": Metric("earshot log (hosted, reads)"),
+    "hosted_write": Metric("earshot write F (hosted, a batch)"),
+    "hosted_bash": Metric("earshot bash 'true' (hosted, a batch)"),
+    "watcher_start": Metric("the in-process watcher's start"),
+    "engine_write_file": Metric("overhead of a write_file batch, in-process watcher", 1.0),
+    "engine_bash_true": Metric("overhead of bash 'true', in-process watcher", 1.0),
+    "engine_bash_10": Metric("overhead of a bash writing 10 files, in-process watcher", 1.0),
+    "chat_reply": Metric("earshot chat: a reply and its batch (slope)", 1.0),
+    "chat_session": Metric("earshot chat: the short session, whole"),
+    "hook_call": Metric("a Bash call: what the hooks add (no hooks: the call)", 1.0),
+    "ui_session_doc": Metric("GET /api/sessions/ID"),
+    "ui_first_render": Metric("the page's first render, to the last prompt"),
+    "ui_live": Metric("a CLI batch shown live, from its command's end"),
+    "git_fingerprint_big": Metric("git fingerprint, big repository (in-process)"),
+    "git_fingerprint_big_stamps": Metric("entries stamped, big repository"),
+    "git_fingerprint_small": Metric("git fingerprint, small repository (in-process)"),
+    "git_fingerprint_small_stamps": Metric("entries stamped, small repository"),
 }
 
 

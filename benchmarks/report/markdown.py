@@ -23,6 +23,8 @@ def fmt(value: float, unit: str) -> str:
         return f"{value:.0f} B"
     if unit == "MiB":
         return f"{value:,.1f} MiB"
+    if float(value).is_integer():
+        return f"{value:,.0f}"
     return f"{value:,.4g}"
 
 

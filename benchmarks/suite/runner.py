@@ -40,16 +40,24 @@ class Tree:
 
 
 class Context:
-    """What a figure gets: the plan, the results, the progress line, scratch space."""
+    """What a figure gets: the plan, the results, the progress line, scratch space,
+    the earshot to time and, with ``--base``, a second one to time beside it."""
 
     def __init__(
-        self, plan: Plan, results: Results, progress: Progress, work: Path, earshot: str
+        self,
+        plan: Plan,
+        results: Results,
+        progress: Progress,
+        work: Path,
+        earshot: str,
+        base: str | None = None,
     ) -> None:
         self.plan = plan
         self.results = results
         self.progress = progress
         self.work = work
         self.earshot = earshot
+        self.base = base
 
     def scratch(self, *parts: str) -> Path:
         """A fresh directory under the run's work directory."""
@@ -119,7 +127,9 @@ def run(
     work: Path,
     cache: Path,
     earshot: str,
+    *,
     kernel: Path | None = None,
+    base: str | None = None,
     resume: bool = False,
 ) -> Results:
     """Run every figure of the plan on every tree; results.json in ``out``.
@@ -153,7 +163,7 @@ def run(
             tree = made[spec.key]
             if tree is None:
                 continue
-            ctx = Context(plan, results, progress, work / spec.key / name, earshot)
+            ctx = Context(plan, results, progress, work / spec.key / name, earshot, base)
             try:
                 figure.run(ctx, tree)
             except Exception as exc:  # a figure's failure is reported; the run goes on

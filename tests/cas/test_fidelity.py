@@ -2,8 +2,8 @@
 
 git's list is ``git ls-files -co --exclude-standard`` plus ``git ls-files``
 (the index), nested repositories and submodules expanded with the same
-commands run inside them: benchmarks/fidelity.py, the comparison run on
-real trees, is what this test runs.
+commands run inside them: benchmarks/git_view.py, the comparison the
+benchmark suite runs on real trees, is what this test runs.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import fidelity
+import git_view
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -98,7 +98,7 @@ def test_earshot_records_exactly_the_paths_git_lists_on_a_generated_repository(
 ) -> None:
     top = tmp_path / "repo"
     build_repository(top, git)
-    result = fidelity.compare(top)
+    result = git_view.compare(top)
     assert (result.only_earshot, result.only_git) == ([], [])
     assert result.earshot == result.git
     # tracked but ignored: debug.log, build/sub/conf.h, tools/fix.patch, src/logs/noise,

@@ -1,4 +1,4 @@
-"""Fidelity: the paths earshot records against the paths git lists, on a real tree.
+"""git's view against earshot's: the paths earshot records against the paths git lists.
 
 git's view of a work tree is what it tracks plus what it would add:
 ``git ls-files -co --exclude-standard`` (tracked, and untracked but not
@@ -19,22 +19,19 @@ of small ignored files (``cas/keep.py``): those, from a second snapshot,
 must all be paths git lists as ignored (``git ls-files -oi
 --exclude-standard``), and are counted as *kept*.
 
-    python benchmarks/fidelity.py /work/trees/linux-source-6.1 [--json] [--show 20]
-
-Prints the counts and the first differences; exits 1 when there are any.
+``compare(root)`` gives both counts and every difference; the suite's
+figure (benchmarks/figures/git_view.py) runs it on each tree, and
+tests/cas/test_fidelity.py on a repository built to hold every case.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import stat
 import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from earshot.cas.digest import Digest
@@ -167,35 +164,20 @@ def compare(root: Path) -> Fidelity:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("root", type=Path, help="a git work tree")
-    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    parser.add_argument("--show", type=int, default=20, help="differences to print (each side)")
-    args = parser.parse_args(argv)
-    result = compare(args.root)
-    if args.json:
-        print(json.dumps(asdict(result), indent=2))
-    else:
-        print(f"root: {result.root}")
-        print(f"paths earshot records:           {result.earshot:,}")
-        print(f"paths git lists (-co + index):   {result.git:,}")
-        print(f"  of which tracked but ignored:  {result.tracked_ignored:,}")
-        print(f"only earshot records:            {len(result.only_earshot):,}")
-        print(f"only git lists:                  {len(result.only_git):,}")
-        print(f"ignored files kept besides:      {result.kept:,}")
-        print(f"  of which git does not ignore:  {len(result.kept_not_ignored):,}")
-        print(f"snapshot (cold store):           {result.snapshot_seconds} s")
-        differences = (
-            ("only earshot", result.only_earshot),
-            ("only git", result.only_git),
-            ("kept, not ignored", result.kept_not_ignored),
-        )
-        for label, paths in differences:
-            for path in paths[: args.show]:
-                print(f"  {label}: {path}")
-    return 0 if result.same else 1
+def git(root: Path, *args: str) -> None:
+    """One git command in ``root``; no configuration of the machine's is read."""
+    with tempfile.TemporaryDirectory(prefix="git-view-home-") as home:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": home,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "LC_ALL": "C",
+        }
+        subprocess.run(["git", *args], cwd=root, env=env, capture_output=True, check=True)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def make_repository(root: Path) -> None:
+    """``git init`` in ``root`` and every file staged (``add -A``), as a project's
+    own repository holds its tree."""
+    git(root, "init", "-q")
+    git(root, "add", "-A")
