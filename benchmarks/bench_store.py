@@ -11,8 +11,11 @@ both tools always see the same change.
     python benchmarks/bench_store.py --files 10000 100000 --repeat 5 \\
         --cold-repeat 3 --out benchmarks/results-store.json
 
-``--peer-only`` times git alone (for when earshot's CLI is not available).
-See benchmarks/README.md for what each scenario means.
+``--peer-only`` times git alone (for when earshot's CLI is not available);
+``--base EXE`` times another earshot (the code before a change) too, on a
+third copy. The cold snapshot is also measured in CPU seconds (user + sys of
+the command and its children), which a busy machine inflates far less than
+wall time. See benchmarks/README.md for what each scenario means.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -70,11 +74,12 @@ class EarshotTool:
 
     name = "earshot"
 
-    def __init__(self, exe: str, tree: Path, stores: Path) -> None:
+    def __init__(self, exe: str, tree: Path, stores: Path, name: str = "earshot") -> None:
+        self.name = name  # "base": the code before a change, timed beside it
         self.exe = exe
         self.tree = tree
         self.stores = stores
-        self.home = stores / "earshot-home-0"
+        self.home = stores / f"{name}-home-0"
         self.generation = 0
         self.last_snapshot: dict[str, Any] = {}
         self.last_seconds: float | None = None  # the command's own "seconds", if it says
@@ -95,7 +100,7 @@ class EarshotTool:
     def reset_store(self) -> None:
         """Point at a new, empty EARSHOT_HOME (earshot creates its store on first use)."""
         self.generation += 1
-        self.home = self.stores / f"earshot-home-{self.generation}"
+        self.home = self.stores / f"{self.name}-home-{self.generation}"
         self.home.mkdir(parents=True)
 
     def snapshot(self, message: str) -> str:
@@ -171,12 +176,13 @@ class Scenario:
     unit: str  # "s" or "bytes"
     samples: dict[str, list[float]] = field(default_factory=dict)
     note: str = ""
-    reported: list[float] = field(default_factory=list)  # earshot's own "seconds"
+    #: Each earshot's own "seconds" (its --json), by tool name.
+    reported: dict[str, list[float]] = field(default_factory=dict)
 
     def add(self, tool: Tool, value: float) -> None:
         self.samples.setdefault(tool.name, []).append(value)
         if self.unit == "s" and isinstance(tool, EarshotTool) and tool.last_seconds is not None:
-            self.reported.append(tool.last_seconds)
+            self.reported.setdefault(tool.name, []).append(tool.last_seconds)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"key": self.key, "title": self.title, "unit": self.unit}
@@ -189,8 +195,8 @@ class Scenario:
             doc["vs_base"] = round(e["median"] / b["median"], 4) if e and b["median"] else None
         if self.note:
             doc["note"] = self.note
-        if self.reported:
-            doc["earshot_reported_seconds"] = summarize(self.reported)
+        for name, reported in self.reported.items():
+            doc[f"{name}_reported_seconds"] = summarize(reported)
         return doc
 
 
@@ -305,11 +311,21 @@ def machine_info(work_dir: Path, earshot_exe: str | None) -> dict[str, Any]:
 
 def timed(action: Callable[[], object], sync: bool) -> float:
     """Wall seconds of ``action()``; first flush dirty pages so earlier writes don't bill it."""
+    return timed_cpu(action, sync)[0]
+
+
+def timed_cpu(action: Callable[[], object], sync: bool) -> tuple[float, float]:
+    """Wall seconds of ``action()`` and the CPU seconds (user + sys) of the processes it
+    ran and waited for: on a busy machine the second grows far less than the first."""
     if sync:
         os.sync()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     action()
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu
 
 
 def _restore(snaps: dict[str, str], tool: Tool) -> None:
@@ -375,6 +391,12 @@ class SizeRun:
 
     def cold(self) -> None:
         sc = self.scenario("cold_snapshot", "snapshot, cold (fresh store)")
+        cpu = self.scenario(
+            "cold_snapshot_cpu",
+            "snapshot, cold: CPU (user + sys)",
+            "cpu s",
+            note="user + sys of the command and its children (git: add and commit)",
+        )
         size = self.scenario("store_size_cold", "store size after cold snapshot (du)", "bytes")
         own = self.scenario(
             "store_size_cold_stats",
@@ -384,13 +406,19 @@ class SizeRun:
         for r in range(self.args.cold_repeat):
             for tool in alternate(self.tools, r):
                 tool.reset_store()
-                seconds = timed(partial(tool.snapshot, "cold"), self.args.sync)
+                load = os.getloadavg()[0]
+                seconds, cpu_seconds = timed_cpu(partial(tool.snapshot, "cold"), self.args.sync)
                 sc.add(tool, seconds)
+                cpu.add(tool, cpu_seconds)
+                self.extra.setdefault("cold_load1", {}).setdefault(tool.name, []).append(load)
                 size.add(tool, tool.disk_bytes())
                 own.add(tool, size.samples[tool.name][-1])
                 if isinstance(tool, EarshotTool):
                     own.samples[tool.name][-1] = tool.stats_disk_bytes()
-                log(f"{self.files} files: cold #{r + 1} {tool.name} {seconds:.3f} s")
+                log(
+                    f"{self.files} files: cold #{r + 1} {tool.name} {seconds:.3f} s "
+                    f"(cpu {cpu_seconds:.3f} s, load {load:.2f})"
+                )
             self.on_progress()
         self.extra["entries_recorded"] = {t.name: t.entries() for t in self.tools}
 
@@ -478,6 +506,8 @@ def bench_size(
         shutil.rmtree(work)
     work.mkdir(parents=True)
     names = ["git"] if args.peer_only else ["earshot", "git"]
+    if args.base and not args.peer_only:
+        names.insert(1, "base")
     trees, gen_seconds = make_trees(work, files, args.seed, names, args.tree)
     tree_doc: dict[str, Any] = {
         **gen_tree.describe(trees[0], compression=args.compression),
@@ -488,6 +518,8 @@ def bench_size(
     tools: list[Tool] = [GitTool(trees[-1], stores)]
     if not args.peer_only:
         tools.insert(0, EarshotTool(args.earshot, trees[0], stores))
+    if args.base and not args.peer_only:
+        tools.insert(1, EarshotTool(args.base, trees[1], stores, name="base"))
     result: dict[str, Any] = {"files": files, "tree": tree_doc, "scenarios": []}
     run = SizeRun(files, args, tools, trees)
 
@@ -525,6 +557,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, default=BENCH_DIR / "work")
     p.add_argument("--peer-only", action="store_true", help="time git only")
     p.add_argument("--earshot", default=default_earshot(), help="the earshot executable")
+    p.add_argument(
+        "--base", default=None, help="another earshot (the code before a change), timed too"
+    )
     p.add_argument(
         "--tree", type=Path, default=None, help="a real tree to copy, instead of generating one"
     )
