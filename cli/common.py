@@ -80,7 +80,6 @@ def settle(project: Any, finish: bool, as_json: bool = False) -> list[Any]:
     them, and changes nothing.
     """
     from earshot.agent.core.records import upgrade_records
-    from earshot.agent.core.recovery import describe, finish_all, interrupted
 
     upgrade_records(project.store.backend)
     for _, damaged in project.intents.damaged():
@@ -89,8 +88,11 @@ def settle(project: Any, finish: bool, as_json: bool = False) -> list[Any]:
             "'earshot fsck --repair' sets it aside",
             err=True,
         )
-    if finish and not project.intents.pending():
+    if not project.intents.pending():
         return []
+    # Only now: finishing imports most of the agent layer (~60 ms a command).
+    from earshot.agent.core.recovery import describe, finish_all, interrupted
+
     if finish:
         from .progress import progress_for
 

@@ -88,6 +88,15 @@ def test_version_and_help_import_no_storage_library(cli: Cli, argv: list[str]) -
     assert not any(n.startswith("earshot.cas") for n in names)
 
 
+def test_a_snapshot_with_nothing_to_finish_imports_no_recovery(cli: Cli) -> None:
+    # Looking for interrupted operations is one read; the code that finishes
+    # them is most of the agent layer, loaded only when there is one.
+    names = _imported_modules(["snapshot", "-m", "first"], cli)
+    assert "earshot.cas.project" in names  # the snapshot ran
+    assert "earshot.agent.core.recovery" not in names
+    assert "earshot.agent.core.engine" not in names
+
+
 def test_unknown_option_is_a_usage_error_exit_2(cli: Cli) -> None:
     result = cli.run("snapshot", "--no-such-option", expect=2)
     assert result.stdout == ""
