@@ -6,7 +6,10 @@ one after another in turn, their order reversed on every other repeat. The
 same seeded edits are made on every copy before the timed snapshot. A cold
 snapshot goes into a fresh, empty store; with ``--full`` on a machine that
 lets the page cache be dropped, one more cold snapshot per peer is timed
-with the cache dropped first (``cache: cold``). The restore brings back the
+with the cache dropped first (``cache: cold``). The cold snapshot's CPU time
+(user + system of its processes) is recorded beside its wall time: a loaded
+machine takes earshot's second core (it compresses on a worker thread), so
+the wall ratio rises under load while the CPU ratio holds. The restore brings back the
 snapshot from before 10 edits, and is checked: every edited file must hold
 its content from before. With ``--base EXE``, a second earshot is timed
 beside the others as ``earshot-base``, in a store of its own.
@@ -24,7 +27,7 @@ import shutil
 from benchmarks.peers import SNAPSHOT_PEERS, Checkpointer, EarshotPeer, make
 from benchmarks.suite import edits, machine
 from benchmarks.suite.plan import Plan
-from benchmarks.suite.runner import Context, Tree, alternate, timed, tree_weight
+from benchmarks.suite.runner import Context, Tree, alternate, children_cpu, timed, tree_weight
 from benchmarks.suite.trees import TreeSpec
 
 NAME = "snapshots"
@@ -86,8 +89,11 @@ class Snapshots:
                 for peer in alternate(order, c):
                     ctx.progress.step(f"repeat {r + 1}/{repeat}: cold snapshot, {peer.name}")
                     peer.init()
+                    cpu = children_cpu()
                     seconds = timed(lambda p=peer: last.__setitem__(p.name, p.snapshot()))
                     record(NAME, "cold_snapshot", tree.key, peer.name, seconds)
+                    cpu = children_cpu() - cpu
+                    record(NAME, "cold_snapshot_cpu", tree.key, peer.name, cpu)
                     record(NAME, "store_cold", tree.key, peer.name, peer.store_bytes(), "bytes")
             for peer in order:
                 ctx.progress.step(f"repeat {r + 1}/{repeat}: no-change snapshot, {peer.name}")

@@ -46,6 +46,7 @@ class Metric:
 
 METRICS: dict[str, Metric] = {
     "cold_snapshot": Metric("cold snapshot (fresh store)", 0.25),
+    "cold_snapshot_cpu": Metric("cold snapshot, CPU time (user + system)"),
     "store_cold": Metric("store on disk after the cold snapshot", 0.7),
     "nochange_snapshot": Metric("snapshot, nothing changed", 1.0),
     "snapshot_10_changed": Metric("snapshot, 10 files changed", 1.0),

@@ -8,6 +8,7 @@ after every figure, so a run cut short keeps what it measured.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -99,6 +100,12 @@ def timed(action: object, sync: bool = True) -> float:
     start = time.perf_counter()
     action()  # type: ignore[operator]
     return time.perf_counter() - start
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every child process waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def alternate(items: Sequence[T], repeat: int) -> list[T]:

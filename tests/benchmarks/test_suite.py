@@ -176,6 +176,7 @@ def test_a_real_run_of_the_snapshot_figure_writes_every_figure_and_its_report(
     got = {(m["metric"], m["peer"]) for m in doc["measurements"]}
     metrics = [
         "cold_snapshot",
+        "cold_snapshot_cpu",
         "store_cold",
         "nochange_snapshot",
         "snapshot_10_changed",
