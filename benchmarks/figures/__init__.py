@@ -23,6 +23,10 @@ MODULES = (
     "hooks",
     "ui",
     "git_fingerprint",
+    "calls",
+    "hook_events",
+    "daemon",
+    "session_log",
 )
 
 

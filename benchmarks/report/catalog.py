@@ -21,6 +21,7 @@ PEER_ORDER = (
     "cp-a",
     "claude-code",
     "hooks-true",
+    "python-floor",
 )
 PEER_LABELS = {
     "earshot": "earshot",
@@ -34,7 +35,9 @@ PEER_LABELS = {
     "cp-a": "cp -a",
     "claude-code": "Claude Code, no hooks",
     "hooks-true": "hooks running true",
+    "python-floor": "`python -c pass`",
 }
+DAEMON = "earshot-daemon"  # earshot with its daemon: the subject of a daemon_target
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Metric:
     title: str
     target: float | None = None  # max ratio earshot / target_peer
     target_peer: str = "shadow-git"
+    daemon_target: float | None = None  # max ratio earshot-daemon / target_peer
 
 
 METRICS: dict[str, Metric] = {
@@ -93,6 +97,23 @@ METRICS: dict[str, Metric] = {
     "git_fingerprint_big_stamps": Metric("entries stamped, big repository"),
     "git_fingerprint_small": Metric("git fingerprint, small repository (in-process)"),
     "git_fingerprint_small_stamps": Metric("entries stamped, small repository"),
+    "call_bash_true": Metric("`earshot bash 'true'`", 1.0, daemon_target=0.10),
+    "call_write_one": Metric("a one-file `earshot write`", 1.0, daemon_target=0.10),
+    "call_exec_ten": Metric("an `exec` batch of 10 writes", 1.0, daemon_target=0.10),
+    "call_undo_ten": Metric("undo of a 10-file batch", 1.0, daemon_target=0.10),
+    "event_call": Metric("PreToolUse + PostToolUse of one Bash call", daemon_target=0.10),
+    "event_open": Metric("PreToolUse, a response's first (opens the batch)"),
+    "event_pre": Metric("PreToolUse of a Bash call, a later one"),
+    "event_post": Metric("PostToolUse of a Bash call"),
+    "event_read": Metric("PreToolUse of a read-only tool"),
+    "event_batch_end": Metric("PostToolBatch (closes the batch)"),
+    "event_prompt": Metric("UserPromptSubmit"),
+    "daemon_start": Metric("daemon start (`earshot watch`, until every watch is placed)"),
+    "daemon_rss": Metric("daemon memory (RSS), after the calls"),
+    "daemon_watches": Metric("inotify watches the daemon holds"),
+    "session_load_context": Metric("session log: load + context"),
+    "session_load": Metric("session log: load"),
+    "session_context": Metric("session log: context"),
 }
 
 

@@ -77,16 +77,22 @@ def targets_table(results: Results) -> list[str]:
     found = False
     for m in sorted(results.measurements, key=lambda m: (catalog.metric_rank(m.metric), m.tree)):
         spec = catalog.METRICS.get(m.metric)
-        if m.peer != SUBJECT or spec is None or spec.target is None or m.cache != "warm":
+        if spec is None or m.cache != "warm":
+            continue
+        bound = {SUBJECT: spec.target, catalog.DAEMON: spec.daemon_target}.get(m.peer)
+        if bound is None:
             continue
         value = ratio(results, m, spec.target_peer)
         if value is None:
             continue
         found = True
-        met = "met" if value <= spec.target else "**missed**"
+        met = "met" if value <= bound else "**missed**"
+        name = catalog.title(m.metric)
+        if spec.daemon_target is not None and spec.target is not None:
+            name += ", with the daemon" if m.peer == catalog.DAEMON else ", no daemon"
         rows.append(
-            f"| {catalog.title(m.metric)} | {tree_title(m.tree, results.trees.get(m.tree))} "
-            f"| {value:.2f} ({catalog.peer_label(spec.target_peer)}) | <= {spec.target} | {met} |"
+            f"| {name} | {tree_title(m.tree, results.trees.get(m.tree))} "
+            f"| {value:.2f} ({catalog.peer_label(spec.target_peer)}) | <= {bound} | {met} |"
         )
     return rows if found else []
 
@@ -101,12 +107,18 @@ def figure_tables(results: Results, titles: dict[str, str]) -> list[str]:
                 continue
             info = results.trees.get(tree)
             peers = sorted({p for by in metrics.values() for p in by}, key=catalog.peer_rank)
-            others = [p for p in peers if p != SUBJECT] if SUBJECT in peers else []
+            others = [p for p in peers if p not in (SUBJECT, catalog.DAEMON)]
+            others = others if SUBJECT in peers else []
+            # earshot with its daemon, against the peer its targets name
+            daemon_vs = "shadow-git" if {catalog.DAEMON, "shadow-git"} <= set(peers) else None
             lines += [f"### {tree_title(tree, info)}", ""]
             if info:
                 lines += [tree_line(info), ""]
             head = ["figure", *(catalog.peer_label(p) for p in peers)]
             head += [f"earshot / {catalog.peer_label(p)}" for p in others]
+            if daemon_vs:
+                daemon_label = catalog.peer_label(catalog.DAEMON)
+                head.append(f"{daemon_label} / {catalog.peer_label(daemon_vs)}")
             lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             for (metric, cache), by_peer in sorted(
                 metrics.items(), key=lambda kv: (catalog.metric_rank(kv[0][0]), kv[0][1] != "warm")
@@ -116,6 +128,10 @@ def figure_tables(results: Results, titles: dict[str, str]) -> list[str]:
                 mine = by_peer.get(SUBJECT)
                 for p in others:
                     value = ratio(results, mine, p) if mine else None
+                    row.append(f"{value:.2f}" if value is not None else "-")
+                if daemon_vs:
+                    daemon = by_peer.get(catalog.DAEMON)
+                    value = ratio(results, daemon, daemon_vs) if daemon else None
                     row.append(f"{value:.2f}" if value is not None else "-")
                 lines.append("| " + " | ".join(row) + " |")
             notes = {m.note for by in metrics.values() for m in by.values() if m.note}

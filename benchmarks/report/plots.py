@@ -32,7 +32,9 @@ COLOURS = {
     "opencode": "#e67e22",
     "git-tuned": "#8e44ad",
     "file-backups": "#2c7fb8",
+    "python-floor": "#888888",
 }
+NOT_PEERS = (catalog.DAEMON, "python-floor")  # earshot itself, and a floor: no ratio bars
 
 
 def _foot(fig: Figure, results: Results, what: str) -> None:
@@ -122,20 +124,31 @@ def headline_trees(results: Results) -> list[str]:
 def ratio_bars(results: Results, out: Path) -> list[Path]:
     written = []
     for tree in headline_trees(results):
-        mine = [
-            m
-            for m in results.measurements
-            if m.tree == tree and m.peer == SUBJECT and m.cache == "warm"
-        ]
-        mine.sort(key=lambda m: catalog.metric_rank(m.metric))
         peers = sorted(
-            {m.peer for m in results.measurements if m.tree == tree and m.peer != SUBJECT},
+            {
+                m.peer
+                for m in results.measurements
+                if m.tree == tree and m.peer not in (SUBJECT, *NOT_PEERS)
+            },
             key=catalog.peer_rank,
         )
-        rows = [(m, {p: ratio(results, m, p) for p in peers}) for m in mine]
-        rows = [(m, r) for m, r in rows if any(v is not None for v in r.values())]
+        by_metric: dict[tuple[str, str], dict[str, float | None]] = {}
+        for m in results.measurements:
+            if m.tree != tree or m.cache != "warm" or m.peer not in (SUBJECT, catalog.DAEMON):
+                continue
+            found = by_metric.setdefault((m.figure, m.metric), {})
+            if m.peer == SUBJECT:
+                found.update({p: ratio(results, m, p) for p in peers})
+            else:  # earshot with its daemon, against the peer its target names
+                found[catalog.DAEMON] = ratio(results, m, "shadow-git")
+        rows = sorted(
+            ((metric, r) for (_, metric), r in by_metric.items() if any(r.values())),
+            key=lambda row: catalog.metric_rank(row[0]),
+        )
         if not rows:
             continue
+        if any(r.get(catalog.DAEMON) for _, r in rows):
+            peers.append(catalog.DAEMON)
         fig, ax = plt.subplots(figsize=(10, 0.45 * len(rows) * max(1, len(peers) / 2) + 1.8))
         height = 0.8 / max(len(peers), 1)
         for i, peer in enumerate(peers):
@@ -145,12 +158,16 @@ def ratio_bars(results: Results, out: Path) -> list[Path]:
                 ys,
                 values,
                 height=height,
-                label=f"earshot / {catalog.peer_label(peer)}",
+                label=(
+                    "earshot, daemon / shadow git"
+                    if peer == catalog.DAEMON
+                    else f"earshot / {catalog.peer_label(peer)}"
+                ),
                 color=COLOURS.get(peer),
             )
         ax.axvline(1.0, color="black", linewidth=1)
         ax.set_yticks([j + 0.4 - height / 2 for j in range(len(rows))])
-        ax.set_yticklabels([catalog.title(m.metric) for m, _ in rows], fontsize=8)
+        ax.set_yticklabels([catalog.title(metric) for metric, _ in rows], fontsize=8)
         ax.invert_yaxis()
         ax.set_xscale("log")
         ax.set_xlabel("ratio of medians, earshot / peer (left of 1: earshot is faster or smaller)")
