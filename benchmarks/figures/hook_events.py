@@ -176,10 +176,12 @@ class HookEvents:
 
 
 def _check_recorded(mine: EarshotCalls, last: Path) -> None:
-    """The hooks recorded the calls: the file the last call wrote is in a batch."""
+    """The hooks recorded the calls: the file the last call wrote is a change of a batch."""
     doc = json.loads(mine.command("log", "--continue", "--json"))
-    if str(last.relative_to(mine.tree)) not in json.dumps(doc):
-        raise RuntimeError(f"earshot's hooks did not record {last.name}: {doc}")
+    rel = str(last.relative_to(mine.tree))
+    changed = {c["path"] for batch in doc.get("batches", []) for c in batch.get("changes", [])}
+    if rel not in changed:
+        raise RuntimeError(f"earshot's hooks recorded no change of {rel} in session {doc}")
 
 
 FIGURE = HookEvents()
