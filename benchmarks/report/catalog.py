@@ -35,7 +35,7 @@ PEER_LABELS = {
     "cp-a": "cp -a",
     "claude-code": "Claude Code, no hooks",
     "hooks-true": "hooks running true",
-    "python-floor": "`python -c pass`",
+    "python-floor": "python -c pass",
 }
 DAEMON = "earshot-daemon"  # earshot with its daemon: the subject of a daemon_target
 
@@ -97,9 +97,9 @@ METRICS: dict[str, Metric] = {
     "git_fingerprint_big_stamps": Metric("entries stamped, big repository"),
     "git_fingerprint_small": Metric("git fingerprint, small repository (in-process)"),
     "git_fingerprint_small_stamps": Metric("entries stamped, small repository"),
-    "call_bash_true": Metric("`earshot bash 'true'`", 1.0, daemon_target=0.10),
-    "call_write_one": Metric("a one-file `earshot write`", 1.0, daemon_target=0.10),
-    "call_exec_ten": Metric("an `exec` batch of 10 writes", 1.0, daemon_target=0.10),
+    "call_bash_true": Metric("earshot bash 'true'", 1.0, daemon_target=0.10),
+    "call_write_one": Metric("a one-file earshot write", 1.0, daemon_target=0.10),
+    "call_exec_ten": Metric("an exec batch of 10 writes", 1.0, daemon_target=0.10),
     "call_undo_ten": Metric("undo of a 10-file batch", 1.0, daemon_target=0.10),
     "event_call": Metric("PreToolUse + PostToolUse of one Bash call", daemon_target=0.10),
     "event_open": Metric("PreToolUse, a response's first (opens the batch)"),
@@ -108,7 +108,7 @@ METRICS: dict[str, Metric] = {
     "event_read": Metric("PreToolUse of a read-only tool"),
     "event_batch_end": Metric("PostToolBatch (closes the batch)"),
     "event_prompt": Metric("UserPromptSubmit"),
-    "daemon_start": Metric("daemon start (`earshot watch`, until every watch is placed)"),
+    "daemon_start": Metric("daemon start (earshot watch, until every watch is placed)"),
     "daemon_rss": Metric("daemon memory (RSS), after the calls"),
     "daemon_watches": Metric("inotify watches the daemon holds"),
     "session_load_context": Metric("session log: load + context"),

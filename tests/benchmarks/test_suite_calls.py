@@ -35,9 +35,9 @@ def test_targets_hold_earshot_with_its_daemon_to_its_own_bound() -> None:
     _calls(results, "earshot", 0.9)  # within 1.0
     _calls(results, "earshot-daemon", 0.2)  # past 0.10
     rows = "\n".join(targets_table(results))
-    assert "| `earshot bash 'true'`, no daemon | " in rows
+    assert "| earshot bash 'true', no daemon | " in rows
     assert "| 0.90 (shadow git) | <= 1.0 | met |" in rows
-    assert "| `earshot bash 'true'`, with the daemon | " in rows
+    assert "| earshot bash 'true', with the daemon | " in rows
     assert "| 0.20 (shadow git) | <= 0.1 | **missed** |" in rows
 
 
