@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from benchmarks.suite import machine, trees
+from benchmarks.suite import bytecode, machine, trees
 from benchmarks.suite.plan import Plan
 from benchmarks.suite.progress import Progress
 from benchmarks.suite.record import RESULTS_FILE, Results, TreeInfo, load
@@ -146,6 +146,9 @@ def run(
     """
     work, out = work.resolve(), out.resolve()  # git and tar run with other working dirs
     here = machine.describe(work, earshot)
+    here["bytecode"] = "compiled first: " + bytecode.compile_install(earshot)
+    if base:
+        bytecode.compile_install(base)
     results = Results(plan.profile, here, plan.args)
     if resume and (out / RESULTS_FILE).exists():
         results = load(out / RESULTS_FILE)
