@@ -6,6 +6,7 @@
     python -m benchmarks run --only snapshots --base /tmp/before/.venv/bin/earshot
     python -m benchmarks report DIR                   # RESULTS.md and plots from DIR/results.json
     python -m benchmarks compare OLD NEW              # every figure that moved past its noise
+    python -m benchmarks merge OUT DIR DIR…           # one report from a run made in parts
     python -m benchmarks list                         # the figures and trees
 
 Exit codes: 0 done; 1 a figure or tree failed (listed in results.json's
@@ -103,6 +104,11 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("old", type=Path, help="a results.json, or its directory")
     compare.add_argument("new", type=Path)
     compare.add_argument("--all", action="store_true", help="also the figures that did not move")
+    merge = sub.add_parser(
+        "merge", help="one report from runs made in parts on this machine (--only, --trees)"
+    )
+    merge.add_argument("out", type=Path, help="where the merged results.json and report go")
+    merge.add_argument("runs", type=Path, nargs="+", help="the runs' directories")
     sub.add_parser("list", help="the figures, and the trees of each profile")
     return parser
 
@@ -116,6 +122,17 @@ def main(argv: list[str] | None = None) -> int:
 
         written = render(args.dir)
         print("\n".join(str(p) for p in written))
+        return 0
+    if args.command == "merge":
+        from benchmarks.report import render
+        from benchmarks.suite.record import load, merge
+
+        try:
+            merge([load(d) for d in args.runs]).save(args.out)
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"benchmarks: {exc}", file=sys.stderr)
+            return 1
+        print("\n".join(str(p) for p in render(args.out)))
         return 0
     if args.command == "compare":
         from benchmarks.report.compare import compare

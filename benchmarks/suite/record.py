@@ -181,3 +181,27 @@ def load(path: Path) -> Results:
     res.figures_done = doc["figures_done"]
     res.parts = doc.get("parts", [])
     return res
+
+
+def merge(runs: list[Results]) -> Results:
+    """One run from several sittings on one machine (parts run side by side or
+    one after another); a figure measured on one tree by two of them is refused."""
+    first = runs[0]
+    merged = Results(first.profile, dict(first.machine), dict(first.args))
+    merged.started = min(r.started for r in runs)
+    merged.finished = max(r.finished for r in runs) if all(r.finished for r in runs) else ""
+    for run in runs:
+        if run.machine.get("hostname") != first.machine.get("hostname"):
+            raise ValueError("runs from different machines cannot be merged")
+        twice = set(run.figures_done) & set(merged.figures_done)
+        if twice:
+            raise ValueError(f"measured in two runs: {', '.join(sorted(twice))}")
+        merged.trees.update(run.trees)
+        merged.measurements += run.measurements
+        merged.series += run.series
+        merged.fidelity += run.fidelity
+        merged.errors += run.errors
+        merged.figures_done += run.figures_done
+        merged.parts += run.parts
+    merged.machine["loadavg_end"] = runs[-1].machine.get("loadavg_end")
+    return merged

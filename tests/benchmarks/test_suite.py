@@ -23,6 +23,7 @@ from benchmarks.suite.record import (  # noqa: E402
     Series,
     TreeInfo,
     load,
+    merge,
 )
 from benchmarks.suite.trees import parse_size  # noqa: E402
 
@@ -199,3 +200,21 @@ def test_a_real_run_of_the_snapshot_figure_writes_every_figure_and_its_report(
     cold = [m for m in doc["measurements"] if m["metric"] == "cold_snapshot"]
     assert {m["tree"] for m in cold} == {"generated-300", "generated-200"}
     assert all(len(m["samples"]) == 1 for m in cold)  # the first sitting's kept, not re-run
+
+
+def test_runs_made_in_parts_merge_into_one_and_a_figure_measured_twice_is_refused() -> None:
+    snapshots, churn = _results(1.0), _results(1.0)
+    snapshots.figures_done, churn.figures_done = ["snapshots:generated-10000"], ["churn:x"]
+    churn.measurements = [m for m in churn.measurements if m.metric == "nochange_snapshot"]
+    churn.trees = {"x": TreeInfo("x", "kernel", 1, 1, 1, "t")}
+    merged = merge([snapshots, churn])
+    assert merged.figures_done == ["snapshots:generated-10000", "churn:x"]
+    assert set(merged.trees) == {"generated-10000", "generated-100000", "x"}
+    assert len(merged.measurements) == len(snapshots.measurements) + 4
+    assert len(merged.fidelity) == 4
+    with pytest.raises(ValueError, match="measured in two runs: snapshots:generated-10000"):
+        merge([snapshots, snapshots])
+    elsewhere = _results(1.0)
+    elsewhere.machine["hostname"], snapshots.machine["hostname"] = "a", "b"
+    with pytest.raises(ValueError, match="different machines"):
+        merge([snapshots, elsewhere])
