@@ -11,7 +11,7 @@ from importlib import import_module
 
 from benchmarks.suite.runner import Figure
 
-MODULES = ("snapshots", "churn")
+MODULES = ("snapshots", "churn", "fidelity")
 
 
 def registry() -> dict[str, Figure]:
