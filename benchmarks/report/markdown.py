@@ -128,7 +128,7 @@ def fidelity_table(results: Results) -> list[str]:
         "",
         "## Undo fidelity: what each approach gives back after a bad agent run",
         "",
-        "Each scripted run starts from a fresh copy of a repository; then each peer undoes it",
+        "Each scripted run starts from the repository as it was made; then each peer undoes it",
         "its own way. *Changed*: files the run changed, deleted or created; *restored*: of",
         "those, the ones back as they were; *left wrong*: files not as they should be after the",
         "restore (content, mode, missing, or left behind); *person's lost*: files of the",

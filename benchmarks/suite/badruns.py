@@ -137,6 +137,8 @@ def make_repo(pristine: Path, dest: Path, lists: Path) -> Repo:
     with (dest / ".gitignore").open("a") as f:
         f.write(LOCAL_IGNORES)
     git(dest, env, "init", "-q", "--initial-branch=main")
+    for key in ("gc.auto", "maintenance.auto"):  # no gc left running in the background
+        git(dest, env, "config", key, "0")
     git(dest, env, "add", "-A")
     git(dest, env, "commit", "-q", "--no-verify", "-m", "the old commit")
     first = git(dest, env, "rev-parse", "HEAD").strip()
@@ -156,9 +158,6 @@ def make_repo(pristine: Path, dest: Path, lists: Path) -> Repo:
         (added / f"part_{i}.txt").write_text(f"part {i} of what the second commit added\n" * 20)
     git(dest, env, "add", "-A")
     git(dest, env, "commit", "-q", "--no-verify", "-m", "the second commit")
-    git(
-        dest, env, "gc", "-q"
-    )  # packed: each copy of the repository is a few files more, not 10,000
     names = [n for n in names if n not in second[SECOND_EDITS:]]
     # What the runs aim at, each apart from the others.
     rm_dir = rng.choice(_dirs(names, 20, 2000) or _dirs(names, 2, 10**9))
