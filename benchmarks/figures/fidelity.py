@@ -19,8 +19,9 @@ it its own way, as the agents do:
   N``, N being the calls that changed something (what ``earshot log``
   lists; undo steps over the others). Exit 3, a conflict left alone, is a
   done undo. ``--quick`` runs the default only; both agreed on every run
-  of the 10,000-file tree (they differ only in how many batches the build
-  run makes: without a daemon its change is folded into the next batch);
+  of the 10,000-file tree. On the kernel tree, without the daemon, a
+  command not judged destructive is folded into the next snapshot and
+  the undo steps around it (benchmarks/README.md, "Undo fidelity");
 * ``shadow-git`` (Cline, Gemini CLI): ``add -A`` + ``commit`` into a
   repository outside the tree before each call; ``reset --hard`` +
   ``clean -fd`` to the first;
