@@ -13,13 +13,14 @@ from benchmarks.suite.runner import Figure
 
 MODULES = (
     # what the issue's figures are: snapshots and stores, calls and undo,
-    # hooks, the daemon, the session log
+    # hooks, the daemon, the session log, undo fidelity
     "snapshots",
     "churn",
     "calls",
     "hook_events",
     "daemon",
     "session_log",
+    "fidelity",
     # what earlier issues measured, kept as figures of the suite
     "index_cost",
     "git_view",

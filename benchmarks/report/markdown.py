@@ -147,17 +147,21 @@ def fidelity_table(results: Results) -> list[str]:
         "",
         "## Undo fidelity: what each approach gives back after a bad agent run",
         "",
-        "Each scripted run starts from a checkpoint; then each peer undoes it its own way.",
-        "*Wrong*: files not back as they were; *person's lost*: files of the person's",
-        "(made by hand during the run) that the restore deleted or overwrote.",
+        "Each scripted run starts from the repository as it was made; then each peer undoes it",
+        "its own way. *Changed*: files the run changed, deleted or created; *restored*: of",
+        "those, the ones back as they were; *left wrong*: files not as they should be after the",
+        "restore (content, mode, missing, or left behind); *person's lost*: files of the",
+        "person's (edited or made by hand during the run) that the restore deleted or",
+        "overwrote; *bytes lost*: content in no file of the tree and no object of its",
+        'repository (benchmarks/README.md, "Undo fidelity").',
         "",
-        "| tree | run | peer | restored exactly | left wrong | person's lost | bytes lost |",
-        "|---|---|---|---|---|---|---|",
+        "| tree | run | peer | changed | restored | left wrong | person's lost | bytes lost |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in results.fidelity:
         lines.append(
-            f"| {row.tree} | {row.scenario} | {catalog.peer_label(row.peer)} | {row.restored:,} "
-            f"| {row.wrong:,} | {row.persons_lost:,} | {row.bytes_lost:,} |"
+            f"| {row.tree} | {row.scenario} | {catalog.peer_label(row.peer)} | {row.changed:,} "
+            f"| {row.restored:,} | {row.wrong:,} | {row.persons_lost:,} | {row.bytes_lost:,} |"
         )
     details = [
         f"- {r.scenario}, {catalog.peer_label(r.peer)}: {r.detail}"

@@ -22,8 +22,8 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from benchmarks.report import catalog
-from benchmarks.report.markdown import SUBJECT, ratio
-from benchmarks.suite.record import Measurement, Results, Series
+from benchmarks.report.markdown import SUBJECT, fmt, ratio
+from benchmarks.suite.record import FidelityRow, Measurement, Results, Series
 
 COLOURS = {
     "earshot": "#1b7f3b",
@@ -213,19 +213,16 @@ def fidelity(results: Results, out: Path) -> list[Path]:
     scenarios = list(dict.fromkeys(r.scenario for r in rows))
     peers = sorted({r.peer for r in rows}, key=catalog.peer_rank)
     grid = {(r.scenario, r.peer): r for r in rows}
-    fig, ax = plt.subplots(figsize=(1.9 * len(peers) + 3, 0.55 * len(scenarios) + 1.6))
-    values = [
-        [(grid[(s, p)].wrong + grid[(s, p)].persons_lost) if (s, p) in grid else 0 for p in peers]
-        for s in scenarios
-    ]
+    fig, ax = plt.subplots(figsize=(1.9 * len(peers) + 3, 0.7 * len(scenarios) + 1.6))
+
+    def shade(r: FidelityRow | None) -> int:
+        """0 all back; 1 files left wrong, nothing gone; 2 the person's work or content gone."""
+        if r is None:
+            return 0
+        return 2 if r.persons_lost or r.bytes_lost else min(r.wrong, 1)
+
     ax.imshow(
-        [
-            [
-                min(v, 1) + (1 if grid.get((s, p)) and grid[(s, p)].persons_lost else 0)
-                for v, p in zip(vals, peers, strict=True)
-            ]
-            for vals, s in zip(values, scenarios, strict=True)
-        ],
+        [[shade(grid.get((s, p))) for p in peers] for s in scenarios],
         cmap=matplotlib.colors.ListedColormap(["#d8f0d8", "#f6e3a1", "#f2a6a0"]),
         vmin=0,
         vmax=2,
@@ -234,11 +231,16 @@ def fidelity(results: Results, out: Path) -> list[Path]:
     for i, s in enumerate(scenarios):
         for j, p in enumerate(peers):
             r = grid.get((s, p))
-            text = "-" if r is None else f"{r.wrong} wrong\n{r.persons_lost} lost"
+            text = (
+                "-"
+                if r is None
+                else f"{r.wrong} wrong\n{r.persons_lost} person's lost\n"
+                f"{fmt(r.bytes_lost, 'bytes')} gone"
+            )
             ax.text(j, i, text, ha="center", va="center", fontsize=7)
     ax.set_xticks(range(len(peers)), [catalog.peer_label(p) for p in peers], fontsize=8)
     ax.set_yticks(range(len(scenarios)), scenarios, fontsize=8)
-    ax.set_title("After its own restore: files left wrong, and the person's files lost")
+    ax.set_title("After its own restore: files left wrong, the person's files lost, content gone")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     trees = ", ".join(dict.fromkeys(r.tree for r in rows))
     _foot(fig, results, trees)

@@ -76,8 +76,9 @@ class FidelityRow:
     restored: int  # files brought back exactly
     wrong: int  # files left wrong (content, missing, or left behind)
     persons_lost: int  # files of the person's the restore deleted or overwrote
-    bytes_lost: int  # bytes of the person's work the restore lost
+    bytes_lost: int  # bytes of content gone: in no file of the tree, no object of its repository
     detail: str = ""
+    changed: int = 0  # files the run changed, deleted or created
 
 
 @dataclass
