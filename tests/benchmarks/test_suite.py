@@ -85,7 +85,9 @@ def _results(earshot_cold: float) -> Results:
         )
     )
     res.fidelity.append(
-        FidelityRow("generated-10000", "rm -rf src", "shadow-git", 100, 90, 10, 1, 512, "x")
+        FidelityRow(
+            "generated-10000", "rm -rf src", "shadow-git", 100, 90, 10, 1, 512, "x", changed=100
+        )
     )
     res.fidelity.append(FidelityRow("generated-10000", "rm -rf src", "earshot", 100, 100, 0, 0, 0))
     return res
@@ -119,7 +121,7 @@ def test_the_report_is_built_from_the_json_alone_and_shows_a_missed_target(tmp_p
         "| 2.00 (shadow git) | <= 1.0 | **missed** |" in text
     )
     assert "| 2.10 s (2.00 s-2.20 s) | 10.50 s (10.00 s-11.00 s) | 0.20 |" in text
-    assert "| generated-10000 | rm -rf src | shadow git | 90 | 10 | 1 | 512 |" in text
+    assert "| generated-10000 | rm -rf src | shadow git | 100 | 90 | 10 | 1 | 512 |" in text
     names = sorted(p.name for p in written if p.suffix == ".png")
     assert names == [
         "churn-generated-10000.png",
