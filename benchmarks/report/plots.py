@@ -67,7 +67,8 @@ def curves(results: Results, out: Path) -> list[Path]:
         lambda: defaultdict(lambda: defaultdict(list))
     )
     for m in results.measurements:
-        if m.tree in generated and m.cache == "warm":
+        # a log axis has no room for a slope that came out at or below zero
+        if m.tree in generated and m.cache == "warm" and min(m.samples) > 0:
             table[m.figure][m.metric][m.peer].append((generated[m.tree], m))
     written = []
     for figure, metrics in table.items():
