@@ -4,7 +4,8 @@
 repeat, 10 checkpoints of churn; it proves every figure runs and the report
 builds, and its timings mean little. ``--full`` makes the published figures:
 the generated tree at 10k, 100k, 300k and 1M files and the four real trees,
-five repeats. ``--only``, ``--sizes`` and ``--trees`` narrow either.
+five repeats. ``--only``, ``--sizes`` and ``--trees`` narrow either: the
+sizes alone or the real trees alone, both when both are named.
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def make(
     specs = [parse(f"generated-{n}") for n in size_list]
     if trees is not None:
         specs = [parse(t) for t in trees] if sizes is None else specs + [parse(t) for t in trees]
-    elif not quick:
-        specs += [parse(t) for t in REAL_TREES]
+    elif sizes is None and not quick:
+        specs += [parse(t) for t in REAL_TREES]  # the sizes alone, when they are named
     return Plan(
         profile=profile,
         trees=specs,

@@ -52,6 +52,7 @@ def test_the_profiles_and_their_narrowing() -> None:
     assert [t.key for t in full.trees][-4:] == ["kernel", "node_modules", "venv", "binary"]
     assert len(full.trees) == 8 and full.churn == 100 and full.repeat == 5
     assert [t.key for t in plan.make("full", figures, trees=["kernel"]).trees] == ["kernel"]
+    assert [t.key for t in plan.make("full", figures, sizes=["10k"]).trees] == ["generated-10000"]
     both = plan.make("quick", figures, sizes=["1k"], trees=["venv"])
     assert [t.key for t in both.trees] == ["generated-1000", "venv"]
     assert plan.make("quick", figures, only=["churn"]).figures == ["churn"]
