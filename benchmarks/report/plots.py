@@ -115,6 +115,10 @@ def curves(results: Results, out: Path) -> list[Path]:
     return written
 
 
+#: What the ratio plot shows: what a person choosing a checkpointer asks first.
+HEADLINE_FIGURES = ("snapshots", "churn", "calls", "hook_events")
+
+
 def headline_trees(results: Results) -> list[str]:
     """100k generated (or the largest generated tree run), and the kernel tree."""
     generated = sorted((t.files, k) for k, t in results.trees.items() if t.kind == "generated")
@@ -129,13 +133,18 @@ def ratio_bars(results: Results, out: Path) -> list[Path]:
             {
                 m.peer
                 for m in results.measurements
-                if m.tree == tree and m.peer not in (SUBJECT, *NOT_PEERS)
+                if m.tree == tree
+                and m.peer not in (SUBJECT, *NOT_PEERS)
+                and m.peer in catalog.PEER_ORDER
+                and m.figure in HEADLINE_FIGURES
             },
             key=catalog.peer_rank,
         )
         by_metric: dict[tuple[str, str], dict[str, float | None]] = {}
         for m in results.measurements:
             if m.tree != tree or m.cache != "warm" or m.peer not in (SUBJECT, catalog.DAEMON):
+                continue
+            if m.figure not in HEADLINE_FIGURES:
                 continue
             found = by_metric.setdefault((m.figure, m.metric), {})
             if m.peer == SUBJECT:

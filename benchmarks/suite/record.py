@@ -190,7 +190,7 @@ def merge(runs: list[Results]) -> Results:
     first = runs[0]
     merged = Results(first.profile, dict(first.machine), dict(first.args))
     merged.started = min(r.started for r in runs)
-    merged.finished = max(r.finished for r in runs) if all(r.finished for r in runs) else ""
+    merged.finished = max((r.finished for r in runs if r.finished), default="")
     for run in runs:
         if run.machine.get("hostname") != first.machine.get("hostname"):
             raise ValueError("runs from different machines cannot be merged")
@@ -204,5 +204,6 @@ def merge(runs: list[Results]) -> Results:
         merged.errors += run.errors
         merged.figures_done += run.figures_done
         merged.parts += run.parts
-    merged.machine["loadavg_end"] = runs[-1].machine.get("loadavg_end")
+    ends = [r.machine["loadavg_end"] for r in runs if r.machine.get("loadavg_end")]
+    merged.machine["loadavg_end"] = ends[-1] if ends else None
     return merged
