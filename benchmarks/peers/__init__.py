@@ -17,6 +17,8 @@ A peer works on its own copy of a tree, with its store outside the tree:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from benchmarks.peers.base import Checkpointer
 from benchmarks.peers.earshot import EarshotPeer
 from benchmarks.peers.git import GIT_PEERS, GitPeer
@@ -26,11 +28,8 @@ SNAPSHOT_PEERS = ("earshot", *GIT_PEERS)
 __all__ = ["GIT_PEERS", "SNAPSHOT_PEERS", "Checkpointer", "EarshotPeer", "GitPeer", "make"]
 
 
-def make(name: str, tree: str | object, store: object, earshot: str) -> Checkpointer:
+def make(name: str, tree: Path, store: Path, earshot: str) -> Checkpointer:
     """The peer called ``name`` on ``tree``, its store under ``store``."""
-    from pathlib import Path
-
-    tree_path, store_path = Path(str(tree)), Path(str(store))
     if name == "earshot":
-        return EarshotPeer(earshot, tree_path, store_path)
-    return GitPeer(name, tree_path, store_path)
+        return EarshotPeer(earshot, tree, store)
+    return GitPeer(name, tree, store)
