@@ -221,3 +221,19 @@ def test_runs_made_in_parts_merge_into_one_and_a_figure_measured_twice_is_refuse
     elsewhere.machine["hostname"], snapshots.machine["hostname"] = "a", "b"
     with pytest.raises(ValueError, match="different machines"):
         merge([snapshots, elsewhere])
+
+
+def test_a_restore_that_leaves_an_edit_behind_is_caught(tmp_path: Path) -> None:
+    from benchmarks.suite import edits
+
+    for i in range(20):
+        (tmp_path / f"f{i}.txt").write_text(f"file {i}\n")
+    pool = edits.candidates(tmp_path)
+    assert pool == sorted(f"f{i}.txt" for i in range(20))
+    before = edits.edit(tmp_path, pool, 3, seed=7)
+    assert len(before) == 3
+    with pytest.raises(AssertionError, match="left 3 files wrong"):
+        edits.check_restored(tmp_path, before, "peer")
+    for rel, data in before.items():
+        (tmp_path / rel).write_bytes(data)
+    edits.check_restored(tmp_path, before, "peer")  # put back: no complaint
