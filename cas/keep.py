@@ -203,26 +203,54 @@ class Lift:
     Those paths are about to go: their content is worth reading now, within
     this budget (``EARSHOT_TARGET_BUDGET``, default 1 GiB and 20,000 files a
     command); past it, what is left stays existence only and is said.
+
+    Regenerable output under the targets (a small cache directory, ignored
+    build output) is read too, but only as much as one kept ignored directory
+    may hold (``KeepIgnored.dir_files`` and ``dir_bytes``, 1,000 files and 64
+    MiB by default): ``git clean -fdx`` in a small project takes its ``dist/``
+    and ``__pycache__`` with it, and an undo brings them back; a built
+    kernel's thousands of object files stay existence only, and the batch
+    says so.
     """
 
-    __slots__ = ("bytes", "files")
+    __slots__ = ("bytes", "files", "regenerable_bytes", "regenerable_files")
 
-    def __init__(self, max_bytes: int, max_files: int = DEFAULT_LIFT_FILES) -> None:
+    def __init__(
+        self,
+        max_bytes: int,
+        max_files: int = DEFAULT_LIFT_FILES,
+        regenerable_bytes: int = DEFAULT_DIR_BYTES,
+        regenerable_files: int = DEFAULT_DIR_FILES,
+    ) -> None:
         self.bytes = max_bytes
         self.files = max_files
+        self.regenerable_bytes = regenerable_bytes
+        self.regenerable_files = regenerable_files
 
-    def take(self, size: int) -> bool:
-        """Whether a file of ``size`` bytes fits; if so, it is taken from the budget."""
-        if self.files <= 0 or size > self.bytes:
+    def take(self, size: int, *, regenerable: bool = False, files: int = 1) -> bool:
+        """Whether ``files`` files of ``size`` bytes in all fit; if so, they are taken
+        from the budget (and, for ``regenerable`` output, from its smaller budget too)."""
+        if files > self.files or size > self.bytes:
             return False
-        self.files -= 1
+        if regenerable:
+            if files > self.regenerable_files or size > self.regenerable_bytes:
+                return False
+            self.regenerable_files -= files
+            self.regenerable_bytes -= size
+        self.files -= files
         self.bytes -= size
         return True
 
     @staticmethod
-    def from_env() -> Lift:
+    def from_env(keep: KeepIgnored) -> Lift:
+        """The budget ``EARSHOT_TARGET_BUDGET`` sets; regenerable output as ``keep``
+        keeps an ignored directory, none when keeping the ignored is off."""
         given = os.environ.get(ENV_TARGET_BUDGET, "").strip()
-        return Lift(parse_size(ENV_TARGET_BUDGET, given) if given else DEFAULT_LIFT_BYTES)
+        return Lift(
+            parse_size(ENV_TARGET_BUDGET, given) if given else DEFAULT_LIFT_BYTES,
+            regenerable_bytes=keep.dir_bytes if keep.enabled else 0,
+            regenerable_files=keep.dir_files if keep.enabled else 0,
+        )
 
 
 #: Entries a directory kept as existence only is listed with, at most (every
@@ -278,6 +306,28 @@ def within_budget(path: str, keep: KeepIgnored) -> bool:
     except OSError:
         pass  # what cannot be listed is not kept either; the walk says so
     return True
+
+
+def measure(path: str, max_files: int, max_bytes: int) -> tuple[int, int] | None:
+    """The files and bytes under the directory at ``path`` (caches in it too, not
+    ``.git``), by names and sizes; None as soon as either is past its limit."""
+    files = size = 0
+    stack = [path]
+    try:
+        while stack:
+            with os.scandir(stack.pop()) as listing:
+                for entry in listing:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name != ".git":
+                            stack.append(entry.path)
+                        continue
+                    files += 1
+                    size += entry.stat(follow_symlinks=False).st_size
+                    if files > max_files or size > max_bytes:
+                        return None
+    except OSError:
+        return None  # what cannot be listed is not read whole either
+    return files, size
 
 
 def subdir_rules(rules: IgnoreRules, rel: str, path: str, keep: KeepIgnored) -> IgnoreRules | None:

@@ -265,7 +265,7 @@ class Project:
         scanner = Scanner(self.root, writer, self.options)
         scanner.unlimited = forced
         if lifted:
-            scanner.lifted, scanner.lift = lifted, Lift.from_env()
+            scanner.lifted, scanner.lift = lifted, Lift.from_env(self.options.keep)
         scanner.trust_before_ns = touch_marker(self.store_dir / "scan.marker")
         scanner.trust_before_ns -= self.options.racy_margin_ns
         base_files, base_bytes = _count_base(writer, base) if counted else (0, 0)

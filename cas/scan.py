@@ -53,6 +53,7 @@ from .keep import (
     OverListed,
     is_build_output,
     is_cache,
+    measure,
     within_budget,
 )
 from .mounts import MountTable
@@ -124,6 +125,7 @@ class Scanner:
         self.lifted: frozenset[str] = frozenset()
         self.lift: Lift | None = None
         self._lifting = False
+        self._paid = False  # walking a lifted cache directory, its lift taken whole
         self._seen = 0
         self._bytes_shown = 0
         self.mounts = MountTable()
@@ -455,31 +457,44 @@ class Scanner:
         self, path: str, rel: str, st: os.stat_result, rules: IgnoreRules, verdict: int
     ) -> EntryKey | None:
         """An entry under a destructive command's target, recorded past the limits while
-        the lift lasts; None: judged as any other (a cache, a special file, no lift left)."""
+        the lift lasts; None: judged as any other (a special file, no lift left).
+
+        Regenerable output comes from the lift's smaller budget for it: an
+        ignored build output file by file, a cache directory whole or not at
+        all (half a ``node_modules`` brought back is worth less than none)."""
         assert self.lift is not None
         mode = st.st_mode
         ignored = verdict in (V_GIT, V_GIT_TRACKED) or rules.mode is not None
         if stat.S_ISDIR(mode):
-            if ignored and is_cache(path, path.rpartition("/")[2]):
-                return None
+            paid = self._paid
+            if not paid and ignored and is_cache(path, path.rpartition("/")[2]):
+                lift = self.lift
+                whole = measure(path, lift.regenerable_files, lift.regenerable_bytes)
+                if whole is None or not lift.take(whole[1], regenerable=True, files=whole[0]):
+                    return None
+                paid = True
             inner = rules.below_ignored(KEPT) if ignored else rules
-            lifting, budget = self._lifting, self._budget
-            self._lifting, self._budget = True, None
+            lifting, budget, was_paid = self._lifting, self._budget, self._paid
+            self._lifting, self._budget, self._paid = True, None, paid
             try:
                 return self._dir(path, rel, st, inner, FLAG_DIR_KEPT if ignored else 0)
             finally:
-                self._lifting, self._budget = lifting, budget
+                self._lifting, self._budget, self._paid = lifting, budget, was_paid
         if not stat.S_ISREG(mode):
             return None
         if not ignored and st.st_size <= self.options.max_file_size:
             return None  # recorded anyway, outside the lift
-        if not self.lift.take(st.st_size):
+        build = ignored and _build_output(path)
+        if not self._paid and not self.lift.take(st.st_size, regenerable=build):
             # No lift left: what the limits do not hold stays existence only.
-            why = Unrecorded.IGNORED if ignored else Unrecorded.TOO_LARGE
+            why = Unrecorded.TOO_LARGE
+            if ignored:
+                why = Unrecorded.BUILD if build else Unrecorded.IGNORED
             return self._existence(rel, st, why)
         self.report.files += 1
         self.report.content_bytes += st.st_size
-        return self._hash_file(path, rel, st, FLAG_IGNORED if verdict == V_GIT else 0)
+        flag = FLAG_IGNORED if verdict == V_GIT else 0
+        return self._hash_file(path, rel, st, flag, judged=True)
 
     def _dir(
         self, path: str, rel: str, st: os.stat_result, inner: IgnoreRules, flag: int
@@ -575,7 +590,12 @@ class Scanner:
             return self._dir(path, rel, st, rules.below_ignored(SPARSE), FLAG_DIR_SPARSE)
         return self._existence(rel, st, Unrecorded.IGNORED)
 
-    def _hash_file(self, path: str, rel: str, st: os.stat_result, flag: int = 0) -> EntryKey | None:
+    def _hash_file(
+        self, path: str, rel: str, st: os.stat_result, flag: int = 0, judged: bool = False
+    ) -> EntryKey | None:
+        """The key of a regular file, its content read into the store; an ignored
+        one (``flag``) that is build output is existence only, unless ``judged``
+        already (a destructive command's target, read before it goes)."""
         for _attempt in range(_RETRIES):
             try:
                 fd = os.open(path, _OPEN_FLAGS)
@@ -590,8 +610,10 @@ class Scanner:
                 before = os.fstat(fd)
                 if not stat.S_ISREG(before.st_mode):
                     return None
-                if flag == FLAG_IGNORED and is_build_output(
-                    path.rpartition("/")[2], os.pread(fd, MAGIC_BYTES, 0)
+                if (
+                    flag == FLAG_IGNORED
+                    and not judged
+                    and is_build_output(path.rpartition("/")[2], os.pread(fd, MAGIC_BYTES, 0))
                 ):
                     self.report.files -= 1  # counted as a file before it was looked at
                     self.report.content_bytes -= st.st_size
@@ -648,3 +670,20 @@ class Scanner:
 def _same_index(record: DirRecord, rules: IgnoreRules) -> bool:
     """Whether the index a record depended on (if any) is the one on disk now."""
     return not record.index_tag or record.index_tag == rules.index_identity()[0]
+
+
+def _build_output(path: str) -> bool:
+    """Whether the file at ``path`` is compiled output, by its name or first bytes."""
+    name = path.rpartition("/")[2]
+    if is_build_output(name, b""):
+        return True
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return False
+    try:
+        return is_build_output(name, os.pread(fd, MAGIC_BYTES, 0))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

@@ -549,6 +549,38 @@ MUTANTS = [
         "if True:",
         "tests/cli/test_ui_page.py -k left_open",
     ),
+    # Regenerable output under a destructive command's targets: read before it
+    # goes, a cache directory whole or not at all, build output within its budget.
+    (
+        "agent/core/doomed.py",
+        "        elif reason in REGENERABLE and len(regenerable) < MAX_REGENERABLE:",
+        "        elif False:",
+        "tests/cli/test_ignored_undo.py -k clean_fdx_in_a_small",
+    ),
+    (
+        "cas/scan.py",
+        "                    and not judged\n",
+        "",
+        "tests/cli/test_ignored_undo.py -k clean_fdx_in_a_small",
+    ),
+    (
+        "cas/scan.py",
+        "                if whole is None or not lift.take(whole[1], regenerable=True, files=whole[0]):",
+        "                if whole is None:",
+        "tests/cli/test_ignored_undo.py -k one_budget_for_regenerable",
+    ),
+    (
+        "cas/scan.py",
+        "        if not self._paid and not self.lift.take(st.st_size, regenerable=build):",
+        "        if not self._paid and not self.lift.take(st.st_size):",
+        "tests/cli/test_ignored_undo.py -k past_its_budget",
+    ),
+    (
+        "cas/scan.py",
+        "            if not paid and ignored and is_cache(path, path.rpartition(\"/\")[2]):",
+        "            if False:",
+        "tests/cli/test_ignored_undo.py -k too_large_to_read_whole",
+    ),
 ]
 
 

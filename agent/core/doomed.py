@@ -6,8 +6,11 @@ back. Before a command that names them (``rm -rf data``, ``find data
 -delete``, ``git clean -fdx``) runs, the paths under its targets whose content
 is not held are recorded, past those limits, within the budget of
 ``cas.keep.Lift``; what the budget cannot take stays existence only, and the
-batch says so. Caches, build output and what ``.earshotignore`` excludes are
-never read for this: they are regenerable, or the person said so.
+batch says so. Regenerable output (a cache directory, ignored build output)
+is read too, from the lift's smaller budget for it: a small project's
+``dist/`` comes back after ``git clean -fdx``, a built kernel's objects stay
+existence only. What ``.earshotignore`` excludes is never read: the person
+said so.
 """
 
 from __future__ import annotations
@@ -16,16 +19,20 @@ import fnmatch
 import re
 
 from earshot.cas.digest import Digest
-from earshot.cas.keep import DEFAULT_LIFT_FILES
+from earshot.cas.keep import DEFAULT_DIR_FILES, DEFAULT_LIFT_FILES
 from earshot.cas.lookup import lookup, lookup_under
 from earshot.cas.objects import ObjectReader
 from earshot.cas.tree import Kind, Unrecorded
 
 #: Why a path's content was not held, when a command's targets make it worth reading.
 WORTH_READING = frozenset({Unrecorded.IGNORED, Unrecorded.TOO_LARGE})
+#: Regenerable output, worth reading within the lift's smaller budget for it.
+REGENERABLE = frozenset({Unrecorded.CACHE, Unrecorded.BUILD})
 #: Unheld paths looked for under one command's targets, at most: as many as
-#: the budget for reading them first may take (``cas.keep.Lift``).
+#: the budget for reading them first may take (``cas.keep.Lift``); of
+#: regenerable output, as many as its default budget (a cache directory is one).
 MAX_FOUND = DEFAULT_LIFT_FILES
+MAX_REGENERABLE = DEFAULT_DIR_FILES
 
 
 def expand(reader: ObjectReader, tree: Digest, target: str) -> list[str]:
@@ -61,14 +68,24 @@ def unheld_under(reader: ObjectReader, tree: Digest, targets: list[str]) -> list
     matched against the tree) that ``tree`` holds as existence only, for a
     reason worth reading them now."""
     found: list[str] = []
+    regenerable: list[str] = []
+
+    def worth(path: str, reason: Unrecorded | None) -> None:
+        if reason in WORTH_READING:
+            found.append(path)
+        elif reason in REGENERABLE and len(regenerable) < MAX_REGENERABLE:
+            regenerable.append(path)
+
     for target in [path for t in targets for path in (expand(reader, tree, t) if t else [t])]:
         if target:
             entry, under = lookup_under(reader, tree, target)
             if entry is None:
                 continue
             if entry.kind is Kind.UNRECORDED:
-                if under or entry.reason in WORTH_READING:
+                if under:
                     found.append(target)  # below one: reached through it, as a forced path
+                else:
+                    worth(target, entry.reason)
                 continue
             if entry.kind is not Kind.DIR or entry.digest is None:
                 continue
@@ -82,6 +99,6 @@ def unheld_under(reader: ObjectReader, tree: Digest, targets: list[str]) -> list
                 path = f"{prefix}/{child.name.decode('utf-8', 'surrogateescape')}".lstrip("/")
                 if child.kind is Kind.DIR and child.digest is not None:
                     stack.append((path, child.digest))
-                elif child.kind is Kind.UNRECORDED and child.reason in WORTH_READING:
-                    found.append(path)
-    return sorted(set(found))[:MAX_FOUND]
+                elif child.kind is Kind.UNRECORDED:
+                    worth(path, child.reason)
+    return sorted(set(found))[:MAX_FOUND] + sorted(set(regenerable) - set(found))

@@ -428,17 +428,29 @@ def test_an_undo_that_cannot_bring_back_one_half_of_a_move_keeps_the_other(
     assert (cli.root / "src2" / "b.py").read_text() == "uncommitted work\n"
 
 
-def test_a_new_directory_given_a_freed_inode_is_not_taken_for_the_old_one(cli: Cli) -> None:
+@pytest.mark.parametrize("read_first", [True, False], ids=["cache-read-first", "cache-not-held"])
+def test_a_new_directory_given_a_freed_inode_is_not_taken_for_the_old_one(
+    cli: Cli, read_first: bool
+) -> None:
     # ext4 hands a freed inode to the next directory made: its mtime tells.
+    # With no budget to read it before the rm, .cache is existence only; else
+    # this small cache is read first and comes back.
+    env = cli.env() if read_first else cli.env(EARSHOT_TARGET_BUDGET="0")
     cli.write(".gitignore", ".cache/\ncache2/\n")
     for attempt in range(3):
         cli.write(f".cache/v{attempt}", "old\n")
-        cli.run("bash", "true")
-        cli.run("bash", "rm -rf .cache && mkdir cache2 && echo new > cache2/x")
-        undo = cli.json("undo", expect=None)
-        # cache2 is the batch's: it goes; .cache was a cache, not held: gone.
+        cli.run("bash", "true", env=env)
+        cli.run("bash", "rm -rf .cache && mkdir cache2 && echo new > cache2/x", env=env)
+        undo = cli.json("undo", expect=None, env=env)
+        # cache2 is the batch's: it goes; .cache is never cache2 moved back.
         assert undo["moved"] == [], undo
-        assert not (cli.root / "cache2").exists() and not (cli.root / ".cache").exists()
+        assert not (cli.root / "cache2").exists()
+        if not read_first:
+            assert not (cli.root / ".cache").exists()
+            continue
+        assert sorted(p.name for p in (cli.root / ".cache").iterdir()) == [
+            f"v{i}" for i in range(attempt + 1)
+        ]
 
 
 # -- found by attacking it again: moves then changes, undo N, moves onto held names ----------
@@ -682,3 +694,92 @@ def test_a_file_moved_out_of_a_cache_is_kept_by_undo(cli: Cli, tree: Any) -> Non
     assert "may have come from where earshot does not look" in kept["idx.js"], kept
     # A move within what is held is undone as ever: its content comes back.
     assert (cli.root / "a.txt").read_text() == "a\n" and not (cli.root / "b.txt").exists()
+
+
+ELF_OBJECT = b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4
+
+
+@needs_git
+def test_git_clean_fdx_in_a_small_project_is_undone_with_its_build_output(
+    cli: Cli, tree: Any, git: Any
+) -> None:
+    # Regenerable output is existence only until a command is about to delete
+    # it; then a small cache directory is read whole and build output file by
+    # file, and the undo of `git clean -fdx` gives the person back everything.
+    root = cli.root
+    cli.write(".gitignore", "dist/\n*.o\n__pycache__/\n.env\n")
+    cli.write("src/main.c", "int main(void) { return 0; }\n")
+    cli.write("src/mod.py", "X = 1\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "init")
+    cli.write("dist/bundle.js", "console.log(1)\n" * 500)
+    cli.write("dist/assets/logo.svg", "<svg/>\n")
+    cli.write("src/main.o", ELF_OBJECT)
+    cli.write("src/__pycache__/mod.cpython-311.pyc", b"\xa7\r\r\n" + bytes(64))
+    cli.write(".env", "API_KEY=secret\n")
+    cli.run("snapshot")  # the output is existence only now: a cache, build output
+    before = listing(tree, cli.root)
+    ran = cli.run("bash", "git clean -fdxq")
+    assert not (cli.root / "dist").exists() and not (cli.root / "src/main.o").exists()
+    assert "not covered" not in ran.stderr, ran.stderr
+    undo = cli.json("undo")
+    assert (undo["kept"], undo["conflicts"]) == ([], [])
+    assert listing(tree, cli.root) == before
+
+
+def test_a_cache_too_large_to_read_whole_is_left_whole_and_said(cli: Cli, tree: Any) -> None:
+    # node_modules holds more files than the budget for regenerable output:
+    # none of it is read (half a node_modules back is worth less than none),
+    # and the batch says so; the small dist/ beside it comes back.
+    env = cli.env(EARSHOT_IGNORED_DIR_FILES="4")
+    cli.write(".gitignore", "node_modules/\ndist/\n")
+    for i in range(6):
+        cli.write(f"node_modules/pkg{i}/index.js", f"module.exports = {i}\n")
+    cli.write("dist/app.js", "app\n")
+    cli.run("snapshot", env=env)
+    ran = cli.run("bash", "rm -rf node_modules dist", env=env)
+    said = [line for line in ran.stderr.splitlines() if "not covered" in line]
+    assert said == ["earshot: not covered by undo: node_modules/ (a regenerable cache, deleted)"]
+    undo = cli.json("undo", env=env, expect=3)  # done, node_modules kept as it is
+    assert undo["restored"] == ["dist/app.js"]
+    assert [k["path"] for k in undo["kept"]] == ["node_modules"]
+    assert not (cli.root / "node_modules").exists()
+    assert (cli.root / "dist/app.js").read_text() == "app\n"
+
+
+def test_build_output_past_its_budget_stays_existence_only_and_is_said(cli: Cli) -> None:
+    # Two object files fit the budget for regenerable output, two do not:
+    # each one that does not is named, and the two read come back exactly.
+    env = cli.env(EARSHOT_IGNORED_DIR_FILES="2")
+    cli.write(".gitignore", "*.o\n")
+    for i in range(4):
+        cli.write(f"obj/{i}.o", ELF_OBJECT + bytes([i]))
+    cli.run("snapshot", env=env)
+    ran = cli.run("bash", "rm -rf obj", env=env)
+    said = [line for line in ran.stderr.splitlines() if "not covered" in line]
+    assert len(said) == 2 and all("(a build output, deleted)" in line for line in said), said
+    undo = cli.json("undo", env=env, expect=3)
+    restored = sorted(undo["restored"])
+    assert len(restored) == 2
+    for path in restored:
+        i = int(path.split("/")[1][0])
+        assert (cli.root / path).read_bytes() == ELF_OBJECT + bytes([i])
+
+
+def test_caches_read_whole_take_from_one_budget_for_regenerable_output(cli: Cli) -> None:
+    # Each of two caches fits the budget alone (3 files of 4), not both: the
+    # one read first comes back whole, the other is left whole and said.
+    env = cli.env(EARSHOT_IGNORED_DIR_FILES="4")
+    cli.write(".gitignore", "dist/\ncoverage/\n")
+    for name in ("dist", "coverage"):
+        for i in range(3):
+            cli.write(f"{name}/{i}.txt", f"{name} {i}\n")
+    cli.run("snapshot", env=env)
+    ran = cli.run("bash", "rm -rf dist coverage", env=env)
+    said = [line for line in ran.stderr.splitlines() if "not covered" in line]
+    assert len(said) == 1 and "/ (a regenerable cache, deleted)" in said[0], said
+    undo = cli.json("undo", env=env, expect=3)
+    assert len(undo["restored"]) == 3 and len(undo["kept"]) == 1
+    back = {path.split("/")[0] for path in undo["restored"]}
+    assert back | {undo["kept"][0]["path"]} == {"dist", "coverage"}
