@@ -8,6 +8,8 @@
     python -m benchmarks compare OLD NEW              # every figure that moved past its noise
     python -m benchmarks merge OUT DIR DIR…           # one report from a run made in parts
     python -m benchmarks list                         # the figures and trees
+    python -m benchmarks tree generated-100k DIR      # make one of the suite's trees into DIR
+    python -m benchmarks facts --source DIR           # the storage facts docs/FACTS.md cites
 
 Exit codes: 0 done; 1 a figure or tree failed (listed in results.json's
 "errors" and on stderr), or bad input; 2 usage.
@@ -110,6 +112,21 @@ def _parser() -> argparse.ArgumentParser:
     merge.add_argument("out", type=Path, help="where the merged results.json and report go")
     merge.add_argument("runs", type=Path, nargs="+", help="the runs' directories")
     sub.add_parser("list", help="the figures, and the trees of each profile")
+    tree = sub.add_parser("tree", help="make one of the suite's trees into DIR (must not exist)")
+    tree.add_argument(
+        "name", help="generated-N (10k, 100k, 1M), kernel, node_modules, venv or binary"
+    )
+    tree.add_argument("dir", type=Path)
+    tree.add_argument("--kernel", type=Path, help="the kernel source: a directory or the tarball")
+    tree.add_argument(
+        "--describe",
+        action="store_true",
+        help="then print its counts and sizes (JSON; generated trees: compression ratios)",
+    )
+    facts = sub.add_parser("facts", help="measure the storage facts docs/FACTS.md relies on")
+    facts.add_argument("--source", type=Path, required=True, help="a real source tree")
+    facts.add_argument("--repeat", type=int, default=5)
+    facts.add_argument("--json", type=Path, help="also write every figure here")
     return parser
 
 
@@ -138,7 +155,43 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.report.compare import compare
 
         return compare(args.old, args.new, show_all=args.all)
+    if args.command == "tree":
+        return _tree(args)
+    if args.command == "facts":
+        from benchmarks.facts import measure_all
+
+        measure_all(args.source, args.repeat, args.json)
+        return 0
     return _run(args)
+
+
+def _tree(args: argparse.Namespace) -> int:
+    import json
+
+    from benchmarks import gen_tree
+    from benchmarks.suite import trees
+
+    if args.dir.exists():
+        print(f"benchmarks: {args.dir} exists; name a new directory", file=sys.stderr)
+        return 1
+    try:
+        spec = trees.parse(args.name)
+        source = trees.make(spec, args.dir, args.kernel)
+    except (ValueError, trees.TreeUnavailable) as exc:
+        print(f"benchmarks: {exc}", file=sys.stderr)
+        return 1
+    print(f"benchmarks: made {spec.key} in {args.dir} ({source})", file=sys.stderr)
+    if args.describe:
+        info = trees.describe(spec, args.dir, source)
+        shown: dict[str, object] = {
+            "files": info.files,
+            "bytes": info.bytes,
+            "gitignore_files": info.gitignores,
+        }
+        if spec.kind == "generated":
+            shown.update(gen_tree.describe(args.dir, compression=True))
+        print(json.dumps(shown, indent=2))
+    return 0
 
 
 def _list() -> int:

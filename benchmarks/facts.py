@@ -8,12 +8,11 @@ and min-max:
 - hashing small files in a thread pool against a plain loop (why the scan is serial);
 - a scandir + lstat walk per file (what a full restage costs before any hashing).
 
-    python benchmarks/facts.py --source /work/trees/linux-source-6.1 [--json OUT]
+    python -m benchmarks facts --source /work/trees/linux-source-6.1 [--json OUT]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -113,7 +112,11 @@ def zstd_levels(files: list[bytes], levels: list[int], repeat: int) -> dict[int,
     for level in levels:
         cctx = zstandard.ZstdCompressor(level=level)
         stored = sum(len(cctx.compress(f)) for f in files)
-        took = _times(lambda c=cctx: [c.compress(f) for f in files], repeat)
+
+        def compress_all(c: zstandard.ZstdCompressor = cctx) -> list[bytes]:
+            return [c.compress(f) for f in files]
+
+        took = _times(compress_all, repeat)
         out[level] = {
             "ratio": round(raw / stored, 2),
             "mb_per_s": _stat([raw / t / 1e6 for t in took]),
@@ -208,12 +211,8 @@ def parallel_lstat(top: Path, repeat: int) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--source", type=Path, required=True, help="a real source tree")
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
+def measure_all(source: Path, repeat: int, out: Path | None) -> None:
+    """Every experiment, printed as it ends; all of them as JSON into ``out``."""
     doc: dict[str, Any] = {
         "versions": {
             "python": sys.version.split()[0],
@@ -229,22 +228,18 @@ def main() -> None:
         "commit_every_64_mib": _stat([lmdb_write_memory(1024, 64) for _ in range(3)]),
     }
     print("lmdb write txn memory:", doc["lmdb_write_rss_mib_for_1gib"], flush=True)
-    files = source_files(args.source, 64 << 20)
+    files = source_files(source, 64 << 20)
     doc["zstd"] = {
         "files": len(files),
         "mib": round(sum(map(len, files)) / (1 << 20), 1),
-        "levels": zstd_levels(files, [1, 3, 19], max(1, args.repeat // 2)),
+        "levels": zstd_levels(files, [1, 3, 19], max(1, repeat // 2)),
     }
     print("zstd:", doc["zstd"], flush=True)
-    doc["hashing_10k_4k_files"] = hashing_small_files(10_000, 4096, args.repeat)
+    doc["hashing_10k_4k_files"] = hashing_small_files(10_000, 4096, repeat)
     print("hashing:", doc["hashing_10k_4k_files"], flush=True)
-    doc["walk"] = walk(args.source, args.repeat)
+    doc["walk"] = walk(source, repeat)
     print("walk:", doc["walk"], flush=True)
-    doc["parallel_lstat"] = parallel_lstat(args.source, args.repeat)
+    doc["parallel_lstat"] = parallel_lstat(source, repeat)
     print("parallel lstat:", doc["parallel_lstat"], flush=True)
-    if args.json is not None:
-        args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=2, default=str) + "\n")

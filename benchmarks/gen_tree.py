@@ -15,20 +15,14 @@ The same ``(files, seed)`` always gives byte-identical contents; only the
 timestamps differ. ``mutate(root, count, seed)`` edits ``count`` tracked text
 files in place, also deterministically.
 
-CLI::
-
-    python benchmarks/gen_tree.py DIR --files 100000 --seed 1 [--measure]
+Made by the suite (``python -m benchmarks tree generated-100k DIR``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import random
-import sys
-import time
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -796,27 +790,3 @@ def _zstd_compressor() -> Any:
     except ImportError:
         return None
     return zstandard.ZstdCompressor(level=3)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("dir", type=Path, help="where to write the tree (made; should be empty)")
-    parser.add_argument("--files", type=int, default=10_000, help="tracked files to write")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument(
-        "--measure", action="store_true", help="after writing, print counts and compression ratios"
-    )
-    args = parser.parse_args(argv)
-    if args.dir.exists() and any(args.dir.iterdir()):
-        parser.error(f"{args.dir} is not empty")
-    start = time.perf_counter()
-    generate(args.dir, args.files, args.seed)
-    elapsed = time.perf_counter() - start
-    print(f"generated {args.files} files in {elapsed:.1f} s", file=sys.stderr)
-    if args.measure:
-        print(json.dumps({"seconds": round(elapsed, 2), **describe(args.dir, True)}, indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

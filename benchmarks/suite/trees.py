@@ -140,6 +140,11 @@ MAKERS: dict[str, Callable[[TreeSpec, Path, Path | None], str]] = {
 }
 
 
+def make(spec: TreeSpec, root: Path, kernel: Path | None = None) -> str:
+    """Make the tree ``spec`` names at ``root``; returns where it came from."""
+    return MAKERS.get(spec.kind, _generated)(spec, root, kernel)
+
+
 def describe(spec: TreeSpec, root: Path, source: str) -> TreeInfo:
     """Files, bytes and .gitignore files of a made tree."""
     files = size = ignores = 0
@@ -161,9 +166,7 @@ def prepare(spec: TreeSpec, cache: Path, kernel: Path | None = None) -> tuple[Pa
         if root.exists():
             shutil.rmtree(root)  # a make cut short
         cache.mkdir(parents=True, exist_ok=True)
-        maker = MAKERS.get(spec.kind, _generated)
-        source = maker(spec, root, kernel)
-        done.write_text(source + "\n")
+        done.write_text(make(spec, root, kernel) + "\n")
     return root, describe(spec, root, done.read_text().strip())
 
 
