@@ -237,3 +237,20 @@ def test_a_restore_that_leaves_an_edit_behind_is_caught(tmp_path: Path) -> None:
     for rel, data in before.items():
         (tmp_path / rel).write_bytes(data)
     edits.check_restored(tmp_path, before, "peer")  # put back: no complaint
+
+
+def test_tree_makes_the_suites_tree_and_never_into_a_directory_that_exists(
+    tmp_path: Path,
+) -> None:
+    argv = [sys.executable, "-m", "benchmarks", "tree", "generated-300", str(tmp_path / "t")]
+    made = subprocess.run([*argv, "--describe"], cwd=REPO, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    shown = json.loads(made.stdout)
+    on_disk = [p for p in (tmp_path / "t").rglob("*") if not p.is_dir() or p.is_symlink()]
+    assert shown["bytes"] > 0 and shown["gitignore_files"] >= 1
+    assert len(on_disk) >= 300 and "text_files" in shown  # the generator's own counts too
+    again = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+    assert again.returncode == 1 and "exists" in again.stderr
+    unknown = [sys.executable, "-m", "benchmarks", "tree", "nope", str(tmp_path / "u")]
+    bad = subprocess.run(unknown, cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode == 1 and not (tmp_path / "u").exists()
