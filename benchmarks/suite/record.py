@@ -192,7 +192,8 @@ def merge(runs: list[Results]) -> Results:
     merged.started = min(r.started for r in runs)
     merged.finished = max((r.finished for r in runs if r.finished), default="")
     for run in runs:
-        if run.machine.get("hostname") != first.machine.get("hostname"):
+        # A VM keeps its name when it moves to other hardware: the CPU tells.
+        if any(run.machine.get(k) != first.machine.get(k) for k in ("hostname", "cpu_model")):
             raise ValueError("runs from different machines cannot be merged")
         twice = set(run.figures_done) & set(merged.figures_done)
         if twice:

@@ -221,6 +221,12 @@ def test_runs_made_in_parts_merge_into_one_and_a_figure_measured_twice_is_refuse
     elsewhere.machine["hostname"], snapshots.machine["hostname"] = "a", "b"
     with pytest.raises(ValueError, match="different machines"):
         merge([snapshots, elsewhere])
+    moved = _results(1.0)  # the same name on other hardware
+    moved.machine["hostname"] = "b"
+    moved.machine["cpu_model"], snapshots.machine["cpu_model"] = "AMD EPYC", "Intel Xeon"
+    moved.figures_done = ["churn:y"]
+    with pytest.raises(ValueError, match="different machines"):
+        merge([snapshots, moved])
 
 
 def test_a_restore_that_leaves_an_edit_behind_is_caught(tmp_path: Path) -> None:
