@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import schema
+from . import faults, schema
 from .apply import Applier, RestoreResult, remove_temp_files, verify_plan
 from .backend import WriteBatch
 from .diff import Change, diff_trees
@@ -220,6 +220,7 @@ class Project:
             if rels is None or base is None:
                 start = time.perf_counter_ns()
                 tree, report = self.scan(writer, progress)
+                faults.point("full-walk-done")  # read, not yet committed: a test edits here
                 elapsed = time.perf_counter_ns() - start
                 schema.put_full_cost(writer.batch, elapsed)
                 schema.put_linked(writer.batch, report.linked)

@@ -5,12 +5,18 @@ what undo does not hold, ambiguity, the order of early flushes, sealed
 records, intents, the command's process group, ...) and runs the tests named
 for it; a mutant the tests let through is a check no test guards.
 
-    python tests/mutants.py            # all; prints KILLED or SURVIVED per mutant
+    python tests/mutants.py            # all; prints KILLED, SURVIVED or MISSING per mutant
     python tests/mutants.py 3 7        # some
+    python tests/mutants.py --shard 2/8  # every 8th, from the 3rd (CI: one shard a commit)
+
+Exit 1 when any mutant survived or is missing (the code it breaks moved, or
+its text is found twice): a check no test guards, or a mutant that no longer
+tests anything, both fail the run.
 
 It edits the source in place and puts it back; run it on a clean checkout.
 """
 
+import argparse
 import pathlib
 import shlex
 import subprocess
@@ -49,15 +55,15 @@ MUTANTS = [
         "tests/agent/core/test_fidelity_undo.py -k another_session",
     ),
     (
-        "agent/core/recovery.py",
-        "        return proof[0]\n",
-        "        return BY_RESTAGE\n",
+        "agent/core/interrupted.py",
+        "            return proof[0]\n",
+        "            return BY_RESTAGE\n",
         "tests/agent/core/test_crash.py -k killed_exec",
     ),
     (
-        "agent/core/recovery.py",
-        "    return BY_RESTAGE\n\n\ndef finish_batch",
-        "    return 0\n\n\ndef finish_batch",
+        "agent/core/interrupted.py",
+        "        return BY_RESTAGE\n\n\ndef record_interrupted",
+        "        return 0\n\n\ndef record_interrupted",
         "tests/agent/core/test_crash.py -k no_note",
     ),
     (
@@ -122,8 +128,8 @@ MUTANTS = [
     ),
     (
         "agent/core/reversal.py",
-        'note="after undo", listed=False, forced=touched',
-        'note="after undo", listed=False',
+        '            note="after undo",\n            listed=False,\n            forced=touched,\n',
+        '            note="after undo",\n            listed=False,\n',
         "tests/agent/core/test_fidelity_undo.py -k hand_edit",
     ),
     (
@@ -158,8 +164,8 @@ MUTANTS = [
     ),
     (
         "agent/watch/daemon.py",
-        "    return bool(uid == os.getuid())",
-        "    return True",
+        "    return int(pid) if uid == os.getuid() else None",
+        "    return int(pid)",
         "tests/cli/test_hosted.py -k peer_check",
     ),
     # What git ignores (issue: ignored files, changed rules, moved directories).
@@ -386,8 +392,8 @@ MUTANTS = [
     ),
     (
         "agent/core/vouched.py",
-        "return seen | set(linked) | shared_writable_mappings(project.root)",
-        "return seen | set(linked)",
+        "    return seen | set(linked) | mapped\n",
+        "    return seen | set(linked)\n",
         "tests/cli/test_vouched.py -k mapping",
     ),
     (
@@ -565,8 +571,8 @@ MUTANTS = [
     ),
     (
         "cas/scan.py",
-        "                if whole is None or not lift.take(whole[1], regenerable=True, files=whole[0]):",
-        "                if whole is None:",
+        "not lift.take(whole[1], regenerable=True, files=whole[0])",
+        "False",
         "tests/cli/test_ignored_undo.py -k one_budget_for_regenerable",
     ),
     (
@@ -577,27 +583,90 @@ MUTANTS = [
     ),
     (
         "cas/scan.py",
-        "            if not paid and ignored and is_cache(path, path.rpartition(\"/\")[2]):",
+        '            if not paid and ignored and is_cache(path, path.rpartition("/")[2]):',
         "            if False:",
         "tests/cli/test_ignored_undo.py -k too_large_to_read_whole",
+    ),
+    # Six that survived a hand-made round (each lost a person's work when applied).
+    (
+        "agent/core/interrupted.py",
+        "        if proof is not None and digest == proof[1]:",
+        "        if proof is not None:",
+        "tests/agent/core/test_crash.py -k person_changed_after_the_kill",
+    ),
+    (
+        "agent/core/policy.py",
+        "        token = self.tracker.token()  # before the walk: a change during it is"
+        " reported next\n"
+        "        rec = self.project.record(\n"
+        "            None, note=note, session=self.session, listed=False,"
+        " forced=self.batch.forced\n"
+        "        )\n",
+        "        rec = self.project.record(\n"
+        "            None, note=note, session=self.session, listed=False,"
+        " forced=self.batch.forced\n"
+        "        )\n"
+        "        token = self.tracker.token()\n",
+        "tests/cli/test_vouched.py -k changed_during_the_walk",
+    ),
+    (
+        "cas/scan.py",
+        "            if st.st_nlink > 1:\n"
+        "                self.report.linked.append(join(rel, name))\n",
+        "",
+        "tests/cli/test_vouched.py -k outside_hard_link_to_an_old_file",
+    ),
+    (
+        "cli/install_commands.py",
+        "    if not user and (out := leads_out(path, Path(root))) is not None:",
+        "    if False and (out := leads_out(path, Path(root))) is not None:",
+        "tests/cli/test_install_safety.py -k slash_command",
+    ),
+    (
+        "agent/log/logfile.py",
+        "            os.unlink(temp)\n    _fsync_dir(directory)\n",
+        "            os.unlink(temp)\n",
+        "tests/agent/log/test_session_log.py -k fsync_only_for_structure",
+    ),
+    (
+        "agent/core/undo.py",
+        "        verify_plan(reader, plan)  # a damaged store stops here, before the intent",
+        "        pass",
+        "tests/agent/core/test_crash.py -k damaged_blob_stops",
     ),
 ]
 
 
-def main() -> None:
-    only = {int(a) for a in sys.argv[1:]}
-    for i, mutant in enumerate(MUTANTS):
-        if not only or i in only:
-            run_mutant(i, *mutant)
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("only", nargs="*", type=int, help="these mutants (by number)")
+    parser.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="the mutants whose number is I modulo N (CI runs one shard a commit)",
+    )
+    args = parser.parse_args()
+    chosen = [i for i in range(len(MUTANTS)) if not args.only or i in args.only]
+    if args.shard:
+        part, _, count = args.shard.partition("/")
+        chosen = [i for i in chosen if i % int(count) == int(part) % int(count)]
+    outcomes = [run_mutant(i, *MUTANTS[i]) for i in chosen]
+    bad = [i for i, outcome in zip(chosen, outcomes, strict=True) if outcome != "KILLED"]
+    print(f"{len(chosen) - len(bad)} of {len(chosen)} mutants killed", flush=True)
+    if bad:
+        print(f"not killed: {' '.join(map(str, bad))}", flush=True)
+    return 1 if bad else 0
 
 
-def run_mutant(i: int, f: str, old: str, new: str, tests: str) -> None:
-    """Apply one mutant, run its tests, print whether they caught it, and put the source back."""
+def run_mutant(i: int, f: str, old: str, new: str, tests: str) -> str:
+    """Apply one mutant, run its tests, print whether they caught it (KILLED,
+    SURVIVED, or MISSING: the code it breaks moved), and put the source back."""
     path = ROOT / f
     src = path.read_text()
-    if old not in src:
-        print(f"{i} MISSING {f}: {old[:50]!r}", flush=True)
-        return
+    if src.count(old) != 1:
+        where = "not found" if old not in src else "found more than once"
+        print(f"{i} MISSING {f}: {old.strip()[:50]!r} {where}", flush=True)
+        return "MISSING"
     path.write_text(src.replace(old, new, 1))
     try:
         r = subprocess.run(
@@ -616,13 +685,12 @@ def run_mutant(i: int, f: str, old: str, new: str, tests: str) -> None:
             text=True,
             timeout=900,
         )
-        print(
-            f"{i} {'KILLED' if r.returncode else 'SURVIVED'} {f}: {old.strip()[:60]!r} [{tests}]",
-            flush=True,
-        )
+        outcome = "KILLED" if r.returncode else "SURVIVED"
+        print(f"{i} {outcome} {f}: {old.strip()[:60]!r} [{tests}]", flush=True)
+        return outcome
     finally:
         path.write_text(src)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

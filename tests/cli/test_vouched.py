@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -156,6 +158,81 @@ def test_a_write_through_a_hard_link_from_outside_the_root_is_recorded(
     assert doc["vouched"] is True and doc["files_read"] >= 1, doc
     walked = _walked(cli)
     assert walked["reused"] is True and walked["id"] == doc["id"]
+
+
+def _past_the_racy_margin(path: Path) -> None:
+    """Wait until ``path`` last changed (its ctime) longer ago than the stat cache's
+    2-second racy margin: from then on a walk takes it from the cache's fast path."""
+    while time.time_ns() - os.lstat(path).st_ctime_ns < 2_500_000_000:
+        time.sleep(0.1)
+
+
+def test_a_write_through_an_outside_hard_link_to_an_old_file_is_recorded(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # A file older than the racy margin comes from the stat cache on a second
+    # walk, which must still count its links: else the daemon, which never
+    # hears of a write made outside the root, vouches it unchanged.
+    cli.write("src/f.txt", "one\n")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.link(cli.root / "src" / "f.txt", outside / "link.txt")
+    _past_the_racy_margin(cli.root / "src" / "f.txt")
+    _walked(cli)  # the first walk: the file is read, and cached as not racy
+    _walked(cli)  # the second: from the cache's fast path
+    cli.run("watch")
+    sid = cli.new_session()
+    cli.run("bash", "true", session=sid)
+    cli.run("bash", f"echo agent >> {outside / 'link.txt'}", session=sid)
+    last = cli.json("log", session=sid)["batches"][-1]
+    assert [c["path"] for c in last["changes"]] == ["src/f.txt"], last
+    cli.run("undo", session=sid)
+    assert (cli.root / "src" / "f.txt").read_text() == "one\n"
+
+
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()[0] == b"T"
+
+
+def test_a_file_changed_during_the_walk_that_leaves_a_mark_is_read_again_after_it(
+    cli: Cli,
+) -> None:
+    # The daemon's token is taken before a full walk: a file changed after the
+    # walk read it (here: the walk done, its snapshot not yet committed) is
+    # reported after that token, so the next answer reads it again.
+    cli.write("d/f.txt", "before\n")
+    for i in range(20):
+        cli.write(f"d/g{i}.txt", f"{i}\n")
+    cli.run("watch")
+    sid = cli.new_session()
+    # A command with a fault plan runs in its own process, the daemon its tracker.
+    proc = subprocess.Popen(
+        [str(EARSHOT), "bash", "true"],
+        cwd=cli.root,
+        env=cli.env(sid, EARSHOT_FAULTS="full-walk-done=stop"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    said, pid = [], None
+    for line in proc.stderr:
+        said.append(line.decode())
+        if b"earshot-fault: full-walk-done (stopped: pid " in line:
+            pid = int(line.rsplit(b" ", 1)[1].rstrip(b")\n"))
+            break
+    assert pid is not None, "".join(said)
+    while not _stopped(pid):  # the SIGSTOP follows the line at once
+        os.sched_yield()
+    cli.write("d/f.txt", "written while the walk ended\n")
+    os.kill(pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out.decode() + "".join(said) + err.decode()
+    doc = cli.json("snapshot")
+    assert doc["vouched"] is True, doc
+    walked = _walked(cli)
+    assert walked["reused"] is True and walked["id"] == doc["id"]  # the edit in both
 
 
 def test_a_write_through_a_shared_mmap_is_seen_by_the_daemon(cli: Cli) -> None:

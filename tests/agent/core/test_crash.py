@@ -549,6 +549,18 @@ def _tree_digests(project: Project, snapshot: str) -> set[bytes]:
     return out
 
 
+def _damage(project: Project, digest: Digest) -> None:
+    """Flip one bit of the stored object ``digest`` on disk."""
+    from earshot.cas import schema
+
+    with project.store.backend.write() as txn:
+        loc = schema.get_location(txn, digest)
+        assert loc is not None
+        data = bytearray(txn.get(schema.PACKS, schema.pack_key(loc.pack)) or b"")
+        data[loc.offset + min(3, loc.stored - 1)] ^= 1
+        schema.put_pack(txn, loc.pack, bytes(data))
+
+
 def _damaged_tree_undo(
     cli: Any, root: Path, tree: Picture, nth: int | None
 ) -> tuple[int, bool, int]:
@@ -556,7 +568,6 @@ def _damaged_tree_undo(
 
     Returns the undo's exit code, whether the tree is back as it was, and how
     many trees there were to damage."""
-    from earshot.cas import schema
 
     for d in ("a", "a/b", "c"):
         (root / d).mkdir(exist_ok=True)
@@ -572,12 +583,7 @@ def _damaged_tree_undo(
             _tree_digests(project, batch["before"]) - _tree_digests(project, batch["after"])
         )
         if nth is not None:
-            with project.store.backend.write() as txn:
-                loc = schema.get_location(txn, Digest(only_before[nth]))
-                assert loc is not None
-                data = bytearray(txn.get(schema.PACKS, schema.pack_key(loc.pack)) or b"")
-                data[loc.offset + min(3, loc.stored - 1)] ^= 1
-                schema.put_pack(txn, loc.pack, bytes(data))
+            _damage(project, Digest(only_before[nth]))
     undo = cli.run("undo", session=sid, expect=None)
     now = tree(root)
     assert now in (pristine, changed), "an undo left the tree half done"
@@ -601,3 +607,52 @@ def test_5_a_damaged_tree_never_leaves_an_undo_half_done_and_a_rebuilt_one_is_ma
         if outcomes[-1][0] == 0:
             assert type(cli)(home, where).run("fsck").rc == 0  # the sound copy is indexed
     assert (0, True) in outcomes  # rebuilt whole, at least once
+
+
+def test_4_a_write_the_person_changed_after_the_kill_is_not_taken_as_the_calls(
+    cli: Any, root: Path
+) -> None:
+    # A write's note proves the call made a file only while the file still
+    # holds the content noted: the person's edit after the kill is theirs,
+    # and undo keeps it (and the file) rather than delete it as the call's.
+    import json
+
+    sid = cli.new_session()
+    calls = [{"tool": "write_file", "path": f"out/f{i}", "content": f"{i}\n"} for i in range(20)]
+    killed = cli.run(
+        "exec",
+        stdin=json.dumps(calls),
+        session=sid,
+        expect=None,
+        env=cli.env(sid, EARSHOT_FAULTS="batch-write@10"),
+    )
+    _killed(killed, "batch-write")
+    written = sorted(p.name for p in (root / "out").iterdir())
+    assert "f3" in written
+    (root / "out" / "f3").write_text("the person's edit\n")  # after the kill
+    undo = cli.run("undo", "--json", session=sid, expect=3)
+    assert "recorded interrupted batch 1" in undo.stderr, str(undo)
+    assert sorted(k["path"] for k in undo.json()["kept"]) == ["out", "out/f3"]  # out: not empty
+    assert (root / "out" / "f3").read_text() == "the person's edit\n"
+    assert sorted(p.name for p in (root / "out").iterdir()) == ["f3"]  # the rest: the call's
+
+
+def test_5_a_damaged_blob_stops_an_undo_before_it_touches_the_tree(
+    cli: Any, root: Path, tree: Picture
+) -> None:
+    # The undo reads every object it will write before its first change: one
+    # damaged blob among many leaves the tree exactly as the batch left it.
+    for d in ("a", "m", "z"):
+        (root / d).mkdir()
+        for i in range(4):
+            (root / d / f"f{i}").write_text(f"{d}{i}: the content before\n")
+    sid = cli.new_session()
+    cli.run("bash", "for f in a/f1 a/f2 m/f1 z/f1 z/f2; do echo new > $f; done", session=sid)
+    changed = tree(root)
+    (batch,) = cli.json("log", session=sid)["batches"]
+    (middle,) = [c for c in batch["changes"] if c["path"] == "m/f1"]
+    with Project(root, home=cli.home, extra_tables=TABLES) as project:
+        _damage(project, Digest(bytes.fromhex(middle["before"])))
+    undo = cli.run("undo", session=sid, expect=None)
+    assert undo.rc != 0 and "is corrupt" in undo.stderr, str(undo)
+    assert tree(root) == changed, "the undo left the tree half done"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -520,15 +521,23 @@ def test_fsync_only_for_structure_unless_asked_for_every_append(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     synced: list[int] = []
+    kinds: list[tuple[str, int]] = []
     real_fsync = os.fsync
 
     def counting_fsync(fd: int) -> None:
+        st = os.fstat(fd)
         synced.append(fd)
+        kinds.append(("dir" if stat.S_ISDIR(st.st_mode) else "file", st.st_ino))
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", counting_fsync)
     session = Session.create(tmp_path, tmp_path)
-    assert synced  # the new file and its directory
+    # The new file's content, then the directory that names it: without the
+    # second a power cut may keep the file's blocks and lose its name.
+    assert kinds == [
+        ("file", session.path.stat().st_ino),
+        ("dir", session.path.parent.stat().st_ino),
+    ]
     synced.clear()
     turn(session, 1)
     turn(session, 2)
