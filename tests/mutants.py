@@ -5,13 +5,14 @@ what undo does not hold, ambiguity, the order of early flushes, sealed
 records, intents, the command's process group, ...) and runs the tests named
 for it; a mutant the tests let through is a check no test guards.
 
-    python tests/mutants.py            # all; prints KILLED, SURVIVED or MISSING per mutant
+    python tests/mutants.py            # all; KILLED, SURVIVED, MISSING or NO TEST RAN each
     python tests/mutants.py 3 7        # some
     python tests/mutants.py --shard 2/8  # every 8th, from the 3rd (CI: one shard a commit)
 
-Exit 1 when any mutant survived or is missing (the code it breaks moved, or
-its text is found twice): a check no test guards, or a mutant that no longer
-tests anything, both fail the run.
+Exit 1 when any mutant survived, is missing (the code it breaks moved, or
+its text is found twice) or ran no test (its selection matches none): a
+check no test guards, or a mutant that no longer tests anything, both fail
+the run.
 
 It edits the source in place and puts it back; run it on a clean checkout.
 """
@@ -685,7 +686,11 @@ def run_mutant(i: int, f: str, old: str, new: str, tests: str) -> str:
             text=True,
             timeout=900,
         )
-        outcome = "KILLED" if r.returncode else "SURVIVED"
+        # pytest's 1 is a test that failed, and so is 2 when xdist stopped the
+        # run at the first failure (-x); 5 (no test selected) and any other 2-4
+        # (interrupted, internal or usage error) prove nothing about the mutant.
+        failed = r.returncode == 1 or (r.returncode == 2 and "stopping after" in r.stdout)
+        outcome = "KILLED" if failed else "SURVIVED" if r.returncode == 0 else "NO TEST RAN"
         print(f"{i} {outcome} {f}: {old.strip()[:60]!r} [{tests}]", flush=True)
         return outcome
     finally:

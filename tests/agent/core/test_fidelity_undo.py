@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 Picture = Callable[[Path], dict[str, tuple[object, ...]]]
 
 
@@ -147,20 +149,26 @@ def test_changes_made_while_another_session_ran_are_ambiguous_and_never_deleted(
     assert not (root / "a1").exists() and not (root / "a2").exists()
 
 
-def test_redo_brings_back_a_hand_edit_to_a_file_ignored_since(cli: Any, root: Path) -> None:
+@pytest.mark.parametrize("rule", [".gitignore", ".earshotignore"])
+def test_redo_brings_back_a_hand_edit_to_a_file_ignored_since(
+    cli: Any, root: Path, rule: str
+) -> None:
     # undo --force overwrites the hand edit; the undo's own record holds it
-    # (forced, though the rules now ignore the file), before and after.
+    # (forced, though the rules now keep the file as existence only: ignored
+    # and over the limit for ignored files, or excluded), before and after.
+    limit = {"EARSHOT_IGNORED_MAX_FILE": "4"}
     (root / ".env").write_text("OLD=1\n")
     sid = cli.new_session()
-    cli.run("bash", "echo MID=2 > .env", session=sid)
-    (root / ".gitignore").write_text(".env\n")
+    env = cli.env(sid, **limit)
+    cli.run("bash", "echo MID=2 > .env", session=sid, env=env)
+    (root / rule).write_text(".env\n")
     (root / ".env").write_text("NEW=precious\n")
-    cli.run("undo", "--force", session=sid)
+    cli.run("undo", "--force", session=sid, env=env)
     assert (root / ".env").read_text() == "OLD=1\n"
-    undo = cli.json("log", session=sid)["batches"][-1]
+    undo = cli.json("log", session=sid, env=env)["batches"][-1]
     (line,) = undo["changes"]
     assert line["path"] == ".env" and line["after_kind"] == "file"  # held, not "absent"
-    cli.run("redo", session=sid)  # no conflict: the disk holds what the undo left
+    cli.run("redo", session=sid, env=env)  # no conflict: the disk holds what the undo left
     assert (root / ".env").read_text() == "NEW=precious\n"
 
 
