@@ -47,9 +47,15 @@ from .restore import (
 from .scan import Scanner
 from .snapshot import Snapshot
 from .stats import StoreStats, store_stats
-from .tree import Kind
+from .tree import Kind, Unrecorded
 
 log = get_logger("earshot.cas")
+
+
+#: Why an existence-only file was not read that a forced record reads past.
+READ_WHEN_FORCED = frozenset(
+    {Unrecorded.IGNORED, Unrecorded.EXCLUDED, Unrecorded.TOO_LARGE, Unrecorded.BUILD}
+)
 
 
 class NoSuchSnapshot(EarshotError):
@@ -442,12 +448,24 @@ class Project:
         return self._restore_from(target, target_snap, before, may_delete, None, progress)
 
     def _unrecorded_targets(self, plan: RestorePlan, before: Recorded) -> list[str]:
-        """The paths ``plan`` writes that exist on disk but not in ``before``'s tree."""
+        """The paths ``plan`` writes, or leaves alone only for want of their content,
+        whose content ``before``'s tree does not hold: on disk but not in it, or
+        in it as an existence-only file a forced record reads (ignored over the
+        limits, excluded, too large: the rules changed since the target)."""
         hidden = []
         with self.store.reader() as reader:
             for path, _ in plan.writes:
                 if os.path.lexists(os.path.join(self.root, path)) and (
                     lookup(reader, before.snapshot.tree, path) is None
+                ):
+                    hidden.append(path)
+            for path, _why in plan.skipped:
+                entry = lookup(reader, before.snapshot.tree, path)
+                if (
+                    entry is not None
+                    and entry.kind is Kind.UNRECORDED
+                    and entry.reason in READ_WHEN_FORCED
+                    and not (entry.ident is not None and entry.ident.is_dir)
                 ):
                     hidden.append(path)
         return hidden

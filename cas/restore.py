@@ -33,6 +33,10 @@ _WHY = {
     Unrecorded.TOO_DEEP: "too deep to record",
     Unrecorded.UNREADABLE: "unreadable",
     Unrecorded.SPECIAL: "a special file or file system",
+    Unrecorded.IGNORED: "ignored, over the limits for ignored files",
+    Unrecorded.CACHE: "a regenerable cache",
+    Unrecorded.EXCLUDED: "excluded by .earshotignore",
+    Unrecorded.BUILD: "a build output",
 }
 
 
@@ -160,7 +164,7 @@ class _Planner:
                 plan.skipped.append((path, "its content was not recorded; cannot restore it"))
             return True
         if cur is not None and cur.kind is Kind.UNRECORDED:
-            why = _WHY[cur.reason] if cur.reason is not None else "not recorded"
+            why = _WHY.get(cur.reason, "not recorded") if cur.reason is not None else "not recorded"
             plan.skipped.append((path, f"not recorded on disk ({why}); left alone"))
             return True
         if tgt.kind is Kind.DIR:

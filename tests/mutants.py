@@ -89,7 +89,7 @@ MUTANTS = [
         "cas/restage.py",
         "verdict = 0 if rel in forced.paths else scanner.judge(rules, rel, is_dir)",
         "verdict = scanner.judge(rules, rel, is_dir)",
-        "tests/cli/test_ignored_undo.py -k cache_or",
+        "tests/cli/test_ignored_undo.py -k 'cache_or or agents_write_of_ignored_build'",
     ),
     (
         "agent/core/commit.py",
@@ -341,13 +341,15 @@ MUTANTS = [
         "cli/trust.py",
         "    if uid != os.geteuid():",
         "    if False:",
-        "tests/cli/test_hosted.py -k 'socket served by another user'",
+        "'tests/cli/test_hosted.py::test_a_daemon_of_another_user_is_sent_nothing_and_the_call_runs_here"
+        "[socket served by another user]'",
     ),
     (
         "cli/trust.py",
         "    if st.st_uid not in (uid, 0):",
         "    if False:",
-        "tests/cli/test_hosted.py -k 'home of another user'",
+        "'tests/cli/test_hosted.py::test_a_daemon_of_another_user_is_sent_nothing_and_the_call_runs_here"
+        "[home of another user]'",
     ),
     (
         "cli/trust.py",
@@ -634,6 +636,19 @@ MUTANTS = [
         "        verify_plan(reader, plan)  # a damaged store stops here, before the intent",
         "        pass",
         "tests/agent/core/test_crash.py -k damaged_blob_stops",
+    ),
+    # A restore over a file the rules keep as existence only since its target.
+    (
+        "cas/project.py",
+        "                    and entry.reason in READ_WHEN_FORCED\n",
+        "                    and False\n",
+        "tests/cli/test_cli_restore.py -k ignored_since_records",
+    ),
+    (
+        "cas/restore.py",
+        'why = _WHY.get(cur.reason, "not recorded")',
+        "why = _WHY[cur.reason]",
+        "tests/cli/test_cli_restore.py -k cache_ignored_since",
     ),
 ]
 

@@ -232,15 +232,18 @@ def test_restore_force_brings_back_an_ignored_file_the_snapshot_kept(cli: Cli, g
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.parametrize("rule", [".gitignore", ".earshotignore"])
 def test_a_restore_over_a_file_ignored_since_records_it_first_so_it_comes_back(
-    cli: Cli, git: Any
+    cli: Cli, git: Any, monkeypatch: pytest.MonkeyPatch, rule: str
 ) -> None:
-    # A .env added to .gitignore after the snapshot: the restore writes the
+    # A .env the rules keep as existence only since the snapshot (ignored and
+    # over the limit for ignored files, or excluded): the restore writes the
     # snapshot's .env over one the state before would not have held.
+    monkeypatch.setenv("EARSHOT_IGNORED_MAX_FILE", "4")
     git(cli.root, "init", "-q")
     cli.write(".env", "OLD=1\n")
     s0 = cli.snap()
-    cli.write(".gitignore", ".env\n")
+    cli.write(rule, ".env\n")
     cli.write(".env", "NEW=precious\n")
     cli.json("restore", s0, expect=3)
     assert (cli.root / ".env").read_text() == "OLD=1\n"
@@ -248,6 +251,22 @@ def test_a_restore_over_a_file_ignored_since_records_it_first_so_it_comes_back(
     assert len(cli.ids()) == 2
     cli.json("restore", before)
     assert (cli.root / ".env").read_text() == "NEW=precious\n"
+
+
+def test_a_restore_over_a_cache_ignored_since_leaves_it_and_says_why(cli: Cli) -> None:
+    # The snapshot holds node_modules' files; since, it is ignored, a cache:
+    # existence only, never read whole for a restore's sake. Left as it is,
+    # and said, in one line (it once ended in a traceback).
+    cli.write("node_modules/pkg/index.js", "old\n")
+    s0 = cli.snap()
+    cli.write(".gitignore", "node_modules/\n")
+    cli.write("node_modules/pkg/index.js", "new\n")
+    doc = cli.json("restore", s0, expect=3)
+    assert {
+        "path": "node_modules",
+        "reason": "not recorded on disk (a regenerable cache); left alone",
+    } in doc["skipped"]
+    assert (cli.root / "node_modules/pkg/index.js").read_text() == "new\n"
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

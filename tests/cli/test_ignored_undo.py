@@ -783,3 +783,16 @@ def test_caches_read_whole_take_from_one_budget_for_regenerable_output(cli: Cli)
     assert len(undo["restored"]) == 3 and len(undo["kept"]) == 1
     back = {path.split("/")[0] for path in undo["restored"]}
     assert back | {undo["kept"][0]["path"]} == {"dist", "coverage"}
+
+
+def test_an_agents_write_of_ignored_build_output_is_undone(cli: Cli, tree: Any) -> None:
+    # What a write names is recorded whatever the rules say: an ignored .pyc
+    # or object file the agent writes is held, never judged build output.
+    cli.write(".gitignore", "*.pyc\n*.o\n")
+    cli.run("write", "mod.pyc", stdin="first\n")
+    cli.run("write", "lib.o", stdin="\x7fELF first\n")
+    before = listing(tree, cli.root)
+    cli.run("write", "mod.pyc", stdin="second\n")
+    cli.run("write", "lib.o", stdin="\x7fELF second\n")
+    cli.run("undo", "2")
+    assert listing(tree, cli.root) == before
