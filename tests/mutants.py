@@ -646,8 +646,8 @@ MUTANTS = [
     ),
     (
         "cas/restore.py",
-        'why = _WHY.get(cur.reason, "not recorded")',
-        "why = _WHY[cur.reason]",
+        '    Unrecorded.CACHE: "a regenerable cache",\n',
+        "",
         "tests/cli/test_cli_restore.py -k cache_ignored_since",
     ),
 ]
