@@ -52,10 +52,9 @@ from .tree import Kind, Unrecorded
 log = get_logger("earshot.cas")
 
 
-#: Why an existence-only file was not read that a forced record reads past.
-READ_WHEN_FORCED = frozenset(
-    {Unrecorded.IGNORED, Unrecorded.EXCLUDED, Unrecorded.TOO_LARGE, Unrecorded.BUILD}
-)
+#: Why an existence-only file was not read that a restore records first, forced,
+#: before writing over it (a file over the size limit is never written over).
+READ_WHEN_FORCED = frozenset({Unrecorded.IGNORED, Unrecorded.EXCLUDED, Unrecorded.BUILD})
 
 
 class NoSuchSnapshot(EarshotError):
@@ -451,7 +450,7 @@ class Project:
         """The paths ``plan`` writes, or leaves alone only for want of their content,
         whose content ``before``'s tree does not hold: on disk but not in it, or
         in it as an existence-only file a forced record reads (ignored over the
-        limits, excluded, too large: the rules changed since the target)."""
+        limits, excluded, build output: the rules changed since the target)."""
         hidden = []
         with self.store.reader() as reader:
             for path, _ in plan.writes:
