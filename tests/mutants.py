@@ -650,6 +650,19 @@ MUTANTS = [
         "",
         "tests/cli/test_cli_restore.py -k cache_ignored_since",
     ),
+    # A killed client's command: its whole group stopped before the batch is recorded.
+    (
+        "agent/core/command.py",
+        "    try:\n        os.killpg(pgid, signal.SIGKILL)\n",
+        "    try:\n        pass\n",
+        "tests/cli/test_hosted.py -k killed_clients_command_started",
+    ),
+    (
+        "agent/core/command.py",
+        "            os.killpg(self.pgid, sig)\n",
+        "            pass\n",
+        "tests/cli/test_hosted.py -k killed_clients_command_started",
+    ),
 ]
 
 

@@ -108,7 +108,7 @@ def _kill_client_mid_call(served: Cli, sid: str, ready: Path, command: str) -> l
     _wait_for(ready)
     proc.kill()
     proc.wait(timeout=10)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 90  # "never" on a loaded machine too
     while True:
         batches: list[Any] = served.json("log", session=sid)["batches"]
         if batches or time.monotonic() > deadline:
@@ -372,13 +372,17 @@ def test_what_a_killed_clients_command_started_is_stopped_before_its_batch_is_re
     # The shell dies with its client; a background child it started would
     # write later, into no batch. The worker stops the group first.
     sid = served.new_session()
-    ready = tmp_path / "ready"
-    # An unusual duration, so that pgrep finds this test's sleep and no other's.
-    command = f"(sleep 2.29; echo late > bg.txt) & touch {ready}; sleep 60.31"
+    ready, go = tmp_path / "ready", tmp_path / "go-after-the-batch"
+    # The background child writes once told to, after the batch is recorded:
+    # a survivor then writes bg.txt, however slow the machine (no race on a clock).
+    command = (
+        f"(until [ -e {go} ]; do sleep 0.05; done; echo late > bg.txt) & touch {ready}; sleep 60.31"
+    )
     assert _kill_client_mid_call(served, sid, ready, command), "the batch was never recorded"
-    # The shell and its background subshell share this command line; both
-    # gone (a survivor goes only after writing bg.txt), nothing was written late.
-    _gone("sleep 2.29; echo late > bg.txt")
+    go.touch()
+    # The shell and its background subshell hold the path in their command
+    # line; both gone (a survivor goes only after writing bg.txt), nothing late.
+    _gone(str(go))
     assert not (served.root / "bg.txt").exists()
     left = subprocess.run(["pgrep", "-f", "sleep 60.31"], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
