@@ -650,7 +650,8 @@ MUTANTS = [
         "",
         "tests/cli/test_cli_restore.py -k cache_ignored_since",
     ),
-    # A killed client's command: its whole group stopped before the batch is recorded.
+    # A command's process group: stopped before a killed client's batch is
+    # recorded, and given the signals earshot gets.
     (
         "agent/core/command.py",
         "    try:\n        os.killpg(pgid, signal.SIGKILL)\n",
@@ -661,7 +662,7 @@ MUTANTS = [
         "agent/core/command.py",
         "            os.killpg(self.pgid, sig)\n",
         "            pass\n",
-        "tests/cli/test_hosted.py -k killed_clients_command_started",
+        "tests/agent/core/test_crash.py -k signal_to_earshot",
     ),
 ]
 
