@@ -484,13 +484,14 @@ class Scanner:
             return None
         if not ignored and st.st_size <= self.options.max_file_size:
             return None  # recorded anyway, outside the lift
-        build = ignored and _build_output(path)
-        if not self._paid and not self.lift.take(st.st_size, regenerable=build):
-            # No lift left: what the limits do not hold stays existence only.
-            why = Unrecorded.TOO_LARGE
-            if ignored:
-                why = Unrecorded.BUILD if build else Unrecorded.IGNORED
-            return self._existence(rel, st, why)
+        if not self._paid:  # else its directory's lift is taken: no question left
+            build = ignored and _build_output(path)
+            if not self.lift.take(st.st_size, regenerable=build):
+                # No lift left: what the limits do not hold stays existence only.
+                why = Unrecorded.TOO_LARGE
+                if ignored:
+                    why = Unrecorded.BUILD if build else Unrecorded.IGNORED
+                return self._existence(rel, st, why)
         self.report.files += 1
         self.report.content_bytes += st.st_size
         flag = FLAG_IGNORED if verdict == V_GIT else 0

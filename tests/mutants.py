@@ -580,8 +580,8 @@ MUTANTS = [
     ),
     (
         "cas/scan.py",
-        "        if not self._paid and not self.lift.take(st.st_size, regenerable=build):",
-        "        if not self._paid and not self.lift.take(st.st_size):",
+        "            if not self.lift.take(st.st_size, regenerable=build):",
+        "            if not self.lift.take(st.st_size):",
         "tests/cli/test_ignored_undo.py -k past_its_budget",
     ),
     (
