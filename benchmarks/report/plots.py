@@ -121,8 +121,9 @@ HEADLINE_FIGURES = ("snapshots", "churn", "calls", "hook_events")
 
 def headline_trees(results: Results) -> list[str]:
     """100k generated (or the largest generated tree run), and the kernel tree."""
+    # By the size asked for (the key), not the files made: 100,000 asked are 100,110 made.
     generated = sorted((t.files, k) for k, t in results.trees.items() if t.kind == "generated")
-    keys = [k for n, k in generated if n == 100_000] or [k for _, k in generated[-1:]]
+    keys = [k for _, k in generated if k == "generated-100000"] or [k for _, k in generated[-1:]]
     return keys + [k for k in results.trees if k == "kernel"]
 
 

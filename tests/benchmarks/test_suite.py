@@ -260,3 +260,15 @@ def test_tree_makes_the_suites_tree_and_never_into_a_directory_that_exists(
     unknown = [sys.executable, "-m", "benchmarks", "tree", "nope", str(tmp_path / "u")]
     bad = subprocess.run(unknown, cwd=REPO, capture_output=True, text=True)
     assert bad.returncode == 1 and not (tmp_path / "u").exists()
+
+
+def test_the_headline_ratios_are_at_100k_when_a_larger_tree_was_run_too() -> None:
+    from benchmarks.report.plots import headline_trees
+
+    res = Results("full", {}, {})
+    for key, files in (("generated-100000", 100_110), ("generated-300000", 300_331)):
+        res.trees[key] = TreeInfo(key, "generated", files, 1, 1, "t")
+    res.trees["kernel"] = TreeInfo("kernel", "kernel", 78_624, 1, 306, "t")
+    assert headline_trees(res) == ["generated-100000", "kernel"]
+    del res.trees["generated-100000"]
+    assert headline_trees(res) == ["generated-300000", "kernel"]
