@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -283,6 +284,22 @@ class Budget:
             raise OverBudget()
 
 
+def _file_sizes(path: str, into_caches: bool) -> Iterator[int]:
+    """The sizes of the files under the directory at ``path``, by names alone, as
+    a walk finds them: never ``.git``, cache directories only ``into_caches``."""
+    stack = [path]
+    while stack:
+        with os.scandir(stack.pop()) as listing:
+            for entry in listing:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != ".git" and (
+                        into_caches or not is_cache(entry.path, entry.name)
+                    ):
+                        stack.append(entry.path)
+                    continue
+                yield entry.stat(follow_symlinks=False).st_size
+
+
 def within_budget(path: str, keep: KeepIgnored) -> bool:
     """Whether the ignored directory at ``path`` fits the budget, by names and sizes alone.
 
@@ -290,17 +307,9 @@ def within_budget(path: str, keep: KeepIgnored) -> bool:
     and nothing is read. Cache directories below it cost nothing (never kept).
     """
     budget = Budget(keep)
-    stack = [path]
     try:
-        while stack:
-            with os.scandir(stack.pop()) as listing:
-                for entry in listing:
-                    if entry.is_dir(follow_symlinks=False):
-                        if entry.name != ".git" and not is_cache(entry.path, entry.name):
-                            stack.append(entry.path)
-                        continue
-                    size = entry.stat(follow_symlinks=False).st_size
-                    budget.take(size if size <= keep.max_file else 0)
+        for size in _file_sizes(path, into_caches=False):
+            budget.take(size if size <= keep.max_file else 0)
     except OverBudget:
         return False
     except OSError:
@@ -311,23 +320,16 @@ def within_budget(path: str, keep: KeepIgnored) -> bool:
 def measure(path: str, max_files: int, max_bytes: int) -> tuple[int, int] | None:
     """The files and bytes under the directory at ``path`` (caches in it too, not
     ``.git``), by names and sizes; None as soon as either is past its limit."""
-    files = size = 0
-    stack = [path]
+    files = total = 0
     try:
-        while stack:
-            with os.scandir(stack.pop()) as listing:
-                for entry in listing:
-                    if entry.is_dir(follow_symlinks=False):
-                        if entry.name != ".git":
-                            stack.append(entry.path)
-                        continue
-                    files += 1
-                    size += entry.stat(follow_symlinks=False).st_size
-                    if files > max_files or size > max_bytes:
-                        return None
+        for size in _file_sizes(path, into_caches=True):
+            files += 1
+            total += size
+            if files > max_files or total > max_bytes:
+                return None
     except OSError:
         return None  # what cannot be listed is not read whole either
-    return files, size
+    return files, total
 
 
 def subdir_rules(rules: IgnoreRules, rel: str, path: str, keep: KeepIgnored) -> IgnoreRules | None:
