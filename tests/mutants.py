@@ -617,7 +617,7 @@ MUTANTS = [
         "            if st.st_nlink > 1:\n"
         "                self.report.linked.append(join(rel, name))\n",
         "",
-        "tests/cli/test_vouched.py -k outside_hard_link_to_an_old_file",
+        "tests/cli/test_vouched.py -k 'hard_link_from_outside and past'",
     ),
     (
         "cli/install_commands.py",
