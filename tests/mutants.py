@@ -664,6 +664,35 @@ MUTANTS = [
         "            pass\n",
         "tests/agent/core/test_crash.py -k signal_to_earshot",
     ),
+    # Power cuts (tests/powercut.py): what a restore writes is durable before
+    # it is renamed in, all of it before the operation's end is committed,
+    # and a batch's written files before the batch records them.
+    (
+        "cas/apply.py",
+        "            return\n        sync_file_system(self.handles.root_fd)\n",
+        "            return\n",
+        "tests/agent/core/test_powercut.py -k 'barrier_of_an_operation and undo'",
+    ),
+    (
+        "cas/apply.py",
+        "                sync_file_system(self.handles.root_fd)\n        finally:",
+        "                pass\n        finally:",
+        "tests/agent/core/test_powercut.py -k 'barrier_of_an_operation and undo'",
+    ),
+    (
+        "agent/core/tools.py",
+        "        sync_file_system_at(self.root)\n",
+        "",
+        "tests/agent/core/test_powercut.py -k 'barrier_of_an_operation and exec'",
+    ),
+    # The same directory fsync, seen the way it matters: a power cut after
+    # the fork said done must not lose the fork's file.
+    (
+        "agent/log/logfile.py",
+        "            os.unlink(temp)\n    _fsync_dir(directory)\n",
+        "            os.unlink(temp)\n",
+        "tests/agent/core/test_powercut.py -k 'barrier_of_an_operation and fork'",
+    ),
 ]
 
 

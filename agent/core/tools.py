@@ -31,6 +31,7 @@ from earshot.agent.core.files import prepare_call, read_text_file, write_text_fi
 from earshot.agent.core.ledger import state_at, tree_changes
 from earshot.agent.core.policy import Restager
 from earshot.cas import faults
+from earshot.cas.apply import sync_file_system_at
 from earshot.cas.digest import blob_digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.intents import Held
@@ -109,6 +110,10 @@ class Tools:
             results.append(CallResult(index, tool, True))
         if not wrote:
             return results, wrote
+        # Durable before anything records them: a power cut must not leave a
+        # batch saying a file holds bytes that never reached the disk, or its
+        # temp file beside it never renamed in. One syncfs for the run.
+        sync_file_system_at(self.root)
         self.policy.after_writes(set(wrote))
         post = self.policy.belief.tree
         for rel, index in wrote.items():

@@ -1,0 +1,296 @@
+"""Power-cut explorer: every mutating operation's crash states, each checked as after a kill.
+
+A kill leaves every write in the page cache, and the kernel still writes
+it out; a power cut loses what was not made durable, in any order the file
+system allows. This runs each operation of the crash harness (snapshot, a
+``bash`` batch, an ``exec`` batch of many writes, undo, redo, restore) and
+``gc``, ``session new`` and a hook batch under strace (tests/fs_trace.py),
+builds the crash states the model in tests/crash_states.py allows at each
+barrier of the run and at random points between, lays each one on disk in
+place of the tree and the store, and checks it as the crash harness checks
+a kill (tests/crash_harness.py ``check_after``): the next command finishes
+what was interrupted, an undo, redo or restore converges, a batch cut off
+is undone exactly, ``fsck`` is clean, every listed state is restorable byte
+for byte, and a fresh batch and its undo are exact.
+
+Before any crash state is checked, the run's whole list of operations is
+replayed over the copy taken before it and must give the very state the
+command left (a parser that missed a call fails here, not silently).
+
+    python tests/powercut.py --states 2000 --seed 1     # thousands, for benchmarks/
+
+prints the count of distinct crash states checked and of violations (exit
+1 if any). The suite runs a seeded sample (tests/agent/core/test_powercut.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crash_harness import EARSHOT, OPERATIONS, Harness, Picture, _delta, picture
+from crash_states import CrashState, Persistence, digest, materialize
+from fs_trace import Op, TraceError, Tree, record
+
+POWER_OPERATIONS = (*OPERATIONS, "gc", "session", "fork")
+
+
+@dataclass
+class Report:
+    states: int = 0
+    runs: int = 0
+    ops_traced: int = 0
+    barriers: int = 0
+    by_operation: dict[str, int] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+
+
+def _without_locks(p: Picture) -> Picture:
+    return {k: v for k, v in p.items() if not k.endswith("lock.mdb")}
+
+
+class Explorer:
+    """The crash harness's scenes, run under strace, each cut at its crash states."""
+
+    def __init__(
+        self,
+        work: Path,
+        files: int,
+        seed: int,
+        names: str = "strict",
+        variants: tuple[str, ...] = (),
+        barriers_only: bool = False,
+    ) -> None:
+        self.harness = Harness(work / "live", files, seed)
+        self.harness.power_cut = True
+        self.rng = random.Random(seed)
+        self.names = names
+        self.variants = variants  # empty: every variant
+        self.barriers_only = barriers_only
+        self.base = work / "base"
+        self.after = work / "after"
+        self.trace = work / "trace"
+        self.after.mkdir(parents=True)
+        self.report = Report()
+        self.seen: set[str] = set()
+        self.verbose = False
+        h = self.harness
+        self.pairs = [(self.base / "root", h.root), (self.base / "home", h.home)]
+
+    def to_base(self, path: str) -> str | None:
+        for base, live in self.pairs:
+            if path == str(live) or path.startswith(f"{live}/"):
+                return str(base) + path[len(str(live)) :]
+        return None
+
+    def from_base(self, path: str) -> str | None:
+        for base, live in self.pairs:
+            if path == str(base) or path.startswith(f"{base}/"):
+                return str(live) + path[len(str(base)) :]
+        return None
+
+    def tree(self) -> Tree:
+        return Tree(self.to_base, self.from_base)
+
+    def _copy(self, pairs: list[tuple[Path, Path]]) -> None:
+        for src, dst in pairs:
+            if dst.exists():
+                shutil.rmtree(dst)
+            shutil.copytree(src, dst, symlinks=True)
+
+    def prepare(self, op: str) -> tuple[list[str], str | None, Picture | None]:
+        h = self.harness
+        if op == "gc":
+            h.run("bash", h._bash_script())
+            h.run("forget", "--older-than", "0s", check=False)
+            return ["gc"], None, None
+        if op == "session":
+            return ["session", "new", "--json"], None, None
+        if op == "fork":
+            for n in range(2):
+                h.run("prompt", f"prompt {n} of a fork")
+            return ["fork", "--json"], None, None
+        return h.prepare(op)
+
+    def run_operation(self, op: str, budget: int) -> None:
+        """Trace ``op`` once, then check up to ``budget`` of its distinct crash states."""
+        h = self.harness
+        argv, stdin, target = self.prepare(op)
+        before = picture(h.root)
+        batches_before = len(h.json("log")["batches"])
+        self._copy([(live, base) for base, live in self.pairs])
+        proc, ops = record(
+            [str(EARSHOT), *argv],
+            [str(h.root), str(h.home)],
+            self.to_base,
+            self.from_base,
+            self.trace,
+            cwd=h.root,
+            env=h.env(),
+            input=stdin,
+        )
+        if proc.returncode not in (0, 3):
+            raise RuntimeError(f"earshot {' '.join(argv)} -> {proc.returncode}\n{proc.stderr}")
+        self.report.runs += 1
+        self.report.ops_traced += len(ops)
+        made = json.loads(proc.stdout)["id"] if op in ("session", "fork") else None
+        model = Persistence(ops, self.names)
+        self.report.barriers += len(model.barriers()) - 1
+        for _base, live in self.pairs:
+            aside = self.after / live.name
+            if aside.exists():
+                shutil.rmtree(aside)
+            live.rename(aside)
+        self._check_replay(ops)
+        for state in self._choose(model, budget):
+            self._check_state(op, model, state, before, target, batches_before, made)
+        for _, live in self.pairs:
+            shutil.rmtree(live)
+            (self.after / live.name).rename(live)
+
+    def _check_replay(self, ops: list[Op]) -> None:
+        tree = self.tree()
+        for op in ops:
+            tree.apply(op)
+        materialize(tree, self.pairs, self.to_base)
+        for _, live in self.pairs:
+            want = _without_locks(picture(self.after / live.name))
+            got = _without_locks(picture(live))
+            if want != got:
+                raise TraceError(f"the replayed run differs from the real one: {_delta(want, got)}")
+
+    def _choose(self, model: Persistence, budget: int) -> list[CrashState]:
+        """Distinct states, up to the budget: those at the barriers first, then random cuts.
+
+        At a barrier durability changes, so its states are the ones a missing
+        sync shows in; the random cuts between find the rest.
+        """
+        at_barriers: list[CrashState] = []
+        for cut in model.barriers():
+            at_barriers += model.states(cut, self.rng)
+        self.rng.shuffle(at_barriers)
+        between: list[CrashState] = []
+        for _ in range(0 if self.barriers_only else budget):
+            between += model.states(self.rng.randrange(len(model.ops) + 1), self.rng)
+        chosen: list[CrashState] = []
+        for state in at_barriers + between:
+            if len(chosen) >= budget:
+                break
+            if self.variants and state.variant not in self.variants:
+                continue
+            key = digest(model.build(state, self.tree()))
+            if key not in self.seen:
+                self.seen.add(key)
+                chosen.append(state)
+        return chosen
+
+    def _check_state(
+        self,
+        op: str,
+        model: Persistence,
+        state: CrashState,
+        before: Picture,
+        target: Picture | None,
+        batches_before: int,
+        made: str | None,
+    ) -> None:
+        h = self.harness
+        materialize(model.build(state, self.tree()), self.pairs, self.to_base)
+        self.report.states += 1
+        self.report.by_operation[op] = self.report.by_operation.get(op, 0) + 1
+        h.verified = set()  # another state: verify every object again
+        h.report.kills = self.report.states
+        found = len(h.report.violations)
+        if made is not None and state.cut == len(model.ops):
+            self._check_made(op, made)
+        h.check_after(op, before, target, killed=True, batches_before=batches_before)
+        for line in h.report.violations[found:]:
+            self.report.violations.append(f"{line} [{state.describe()}]")
+            if self.verbose:
+                print(f"VIOLATION {line} [{state.describe()}]", file=sys.stderr, flush=True)
+
+    def _check_made(self, op: str, made: str) -> None:
+        """The command returned: the session it printed is there, with its log's prompts."""
+        h = self.harness
+        listed = {s["id"]: s for s in h.json("sessions")["sessions"]}
+        if made not in listed:
+            h.violation(op, f"the session {op} made is gone: {made}")
+        elif op == "fork" and (not listed[made]["has_log"] or listed[made]["prompts"] < 2):
+            h.violation(op, f"the fork lost its conversation: {listed[made]}")
+
+
+def explore(
+    states: int,
+    seed: int,
+    files: int,
+    work: Path | None = None,
+    operations: tuple[str, ...] = POWER_OPERATIONS,
+    per_run: int = 8,
+    names: str = "strict",
+    verbose: bool = False,
+    variants: tuple[str, ...] = (),
+    barriers_only: bool = False,
+    runs: int | None = None,
+) -> Report:
+    """Check ``states`` distinct crash states, ``per_run`` at most from each traced run.
+
+    ``variants`` (names from ``crash_states.Persistence.states``) and
+    ``barriers_only`` narrow the choice, for a test aimed at one sync;
+    ``runs`` stops after that many traced runs, whatever the count.
+    """
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        explorer = Explorer(Path(tmp), files, seed, names, variants, barriers_only)
+        explorer.verbose = verbose
+        i = 0
+        while explorer.report.states < states:
+            op = operations[i % len(operations)]
+            explorer.run_operation(op, min(per_run, states - explorer.report.states))
+            i += 1
+            if verbose and i % len(operations) == 0:
+                r = explorer.report
+                print(f"states {r.states}, violations {len(r.violations)}", file=sys.stderr)
+            if i > 50 * max(1, states) or (runs is not None and i >= runs):
+                break
+        return explorer.report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--states", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--files", type=int, default=300)
+    parser.add_argument("--per-run", type=int, default=8, help="crash states per traced run")
+    parser.add_argument("--names", choices=("strict", "ext4"), default="strict")
+    parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--ops", default=",".join(POWER_OPERATIONS))
+    args = parser.parse_args()
+    start = time.monotonic()
+    report = explore(
+        args.states,
+        args.seed,
+        args.files,
+        args.work,
+        tuple(args.ops.split(",")),
+        args.per_run,
+        args.names,
+        verbose=True,
+    )
+    print(f"crash states checked: {report.states}")
+    print(f"by operation: {json.dumps(report.by_operation, sort_keys=True)}")
+    print(f"traced runs: {report.runs}, operations {report.ops_traced}, barriers {report.barriers}")
+    print(f"violations: {len(report.violations)}")
+    for line in report.violations:
+        print(f"  {line}")
+    print(f"seconds: {time.monotonic() - start:.0f}")
+    sys.exit(1 if report.violations else 0)
+
+
+if __name__ == "__main__":
+    main()
