@@ -166,6 +166,12 @@ class LmdbBackend:
                 max_dbs=32,
                 readahead=False,  # random reads over a store that may exceed RAM
                 meminit=False,
+                # Durable commits (LMDB's defaults, said here because they
+                # are relied on): data pages fdatasync'ed, then the meta page
+                # written through an O_DSYNC descriptor. writemap stays off,
+                # so a stray write through a pointer cannot reach the file.
+                sync=True,
+                metasync=True,
                 max_readers=256,
             )
             self._env.reader_check()  # clear readers left by killed processes

@@ -693,6 +693,20 @@ MUTANTS = [
         "            os.unlink(temp)\n",
         "tests/agent/core/test_powercut.py -k 'barrier_of_an_operation and fork'",
     ),
+    # LMDB's durability (cas/lmdb_backend.py): sync and metasync stay on, so
+    # a commit is on the disk when it returns.
+    (
+        "cas/lmdb_backend.py",
+        "                sync=True,\n",
+        "                sync=False,\n",
+        "tests/agent/core/test_powercut.py -k 'barrier_of_an_operation and snapshot'",
+    ),
+    (
+        "cas/lmdb_backend.py",
+        "                metasync=True,\n",
+        "                metasync=False,\n",
+        "tests/agent/core/test_powercut.py -k 'barrier_of_an_operation and snapshot'",
+    ),
 ]
 
 

@@ -80,6 +80,7 @@ class Explorer:
         self.after.mkdir(parents=True)
         self.report = Report()
         self.seen: set[str] = set()
+        self.snapshots_before = 0
         self.verbose = False
         h = self.harness
         self.pairs = [(self.base / "root", h.root), (self.base / "home", h.home)]
@@ -125,6 +126,7 @@ class Explorer:
         argv, stdin, target = self.prepare(op)
         before = picture(h.root)
         batches_before = len(h.json("log")["batches"])
+        self.snapshots_before = len(h.json("snapshots")["snapshots"])
         self._copy([(live, base) for base, live in self.pairs])
         proc, ops = record(
             [str(EARSHOT), *argv],
@@ -208,13 +210,29 @@ class Explorer:
         h.verified = set()  # another state: verify every object again
         h.report.kills = self.report.states
         found = len(h.report.violations)
-        if made is not None and state.cut == len(model.ops):
-            self._check_made(op, made)
+        if state.cut == len(model.ops):
+            self._check_promise(op, target, batches_before)
+            if made is not None:
+                self._check_made(op, made)
         h.check_after(op, before, target, killed=True, batches_before=batches_before)
         for line in h.report.violations[found:]:
             self.report.violations.append(f"{line} [{state.describe()}]")
             if self.verbose:
                 print(f"VIOLATION {line} [{state.describe()}]", file=sys.stderr, flush=True)
+
+    def _check_promise(self, op: str, target: Picture | None, batches_before: int) -> None:
+        """The command returned: what it said it did is on the disk, before anything runs."""
+        h = self.harness
+        if op == "snapshot" and len(h.json("snapshots")["snapshots"]) != self.snapshots_before + 1:
+            h.violation(op, "the snapshot it said it took is gone")
+        if op in ("bash", "exec", "undo", "redo"):
+            batches = len(h.json("log")["batches"])
+            if batches != batches_before + 1:
+                h.violation(op, f"its batch is gone: {batches} batches, {batches_before} before")
+        if op in ("undo", "redo", "restore") and target is not None:
+            now = picture(h.root)
+            if now != target:
+                h.violation(op, f"the tree it said it restored is not there: {_delta(target, now)}")
 
     def _check_made(self, op: str, made: str) -> None:
         """The command returned: the session it printed is there, with its log's prompts."""
