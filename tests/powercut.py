@@ -288,6 +288,7 @@ def main() -> None:
     parser.add_argument("--names", choices=("strict", "ext4"), default="strict")
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--ops", default=",".join(POWER_OPERATIONS))
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON document")
     args = parser.parse_args()
     start = time.monotonic()
     report = explore(
@@ -298,15 +299,20 @@ def main() -> None:
         tuple(args.ops.split(",")),
         args.per_run,
         args.names,
-        verbose=True,
+        verbose=not args.json,
     )
+    seconds = time.monotonic() - start
+    if args.json:
+        doc = {**report.__dict__, "seconds": seconds, "seed": args.seed, "names": args.names}
+        print(json.dumps(doc))
+        sys.exit(1 if report.violations else 0)
     print(f"crash states checked: {report.states}")
     print(f"by operation: {json.dumps(report.by_operation, sort_keys=True)}")
     print(f"traced runs: {report.runs}, operations {report.ops_traced}, barriers {report.barriers}")
     print(f"violations: {len(report.violations)}")
     for line in report.violations:
         print(f"  {line}")
-    print(f"seconds: {time.monotonic() - start:.0f}")
+    print(f"seconds: {seconds:.0f}")
     sys.exit(1 if report.violations else 0)
 
 

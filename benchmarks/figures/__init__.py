@@ -31,6 +31,8 @@ MODULES = (
     "hooks",
     "ui",
     "git_fingerprint",
+    # what past kill -9 holds: the power-cut explorer's count
+    "powercut",
 )
 
 

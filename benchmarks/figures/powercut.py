@@ -1,0 +1,67 @@
+"""Power cuts: how many crash states the explorer checked, and the violations (none).
+
+``tests/powercut.py`` runs each mutating operation under strace, builds
+the states a power cut may leave at each barrier and at random points, and
+checks each one as the crash harness checks a kill (see its docstring and
+tests/crash_states.py for the model). The suite's tests run a sample; here
+it runs thousands (``--quick``: one state per operation, to prove it runs).
+It is a count, not a timing, so it runs once, on the plan's first tree.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.suite.plan import Plan
+from benchmarks.suite.runner import Context, Tree
+from benchmarks.suite.trees import TreeSpec
+
+NAME = "powercut"
+FULL = 2000  # crash states
+QUICK = 9  # one per operation
+EXPLORER = Path(__file__).resolve().parents[2] / "tests" / "powercut.py"
+
+
+class PowerCut:
+    name = NAME
+    title = "Power cuts: crash states checked, and violations"
+
+    def applies(self, tree: TreeSpec, plan: Plan) -> bool:
+        return tree == plan.trees[0]
+
+    def weight(self, tree: TreeSpec, plan: Plan) -> float:
+        return 2_000 * (QUICK if plan.quick else FULL)
+
+    def run(self, ctx: Context, tree: Tree) -> None:
+        states = QUICK if ctx.plan.quick else FULL
+        ctx.progress.step(f"{states:,} crash states, each laid on disk and checked")
+        work = ctx.scratch("powercut")
+        done = subprocess.run(
+            [sys.executable, str(EXPLORER), "--states", str(states), "--per-run", "8"]
+            + ["--seed", "1", "--work", str(work), "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if not done.stdout.strip():
+            raise RuntimeError(f"the power-cut explorer failed: {done.stderr.strip()[-500:]}")
+        report = json.loads(done.stdout)
+        note = (
+            f"{report['runs']} traced runs, {report['ops_traced']:,} file-system operations, "
+            f"{report['barriers']} barriers; names={report['names']}, seed {report['seed']}"
+        )
+        record = ctx.results.measure
+        for metric, value in (
+            ("powercut_states", report["states"]),
+            ("powercut_violations", len(report["violations"])),
+        ):
+            record(NAME, metric, tree.key, "earshot", value, "count", note=note)
+        record(NAME, "powercut_seconds", tree.key, "earshot", report["seconds"], note=note)
+        for line in report["violations"]:
+            ctx.progress.step(f"VIOLATION {line}")
+
+
+FIGURE = PowerCut()
