@@ -39,9 +39,9 @@ class PowerCut:
         states = QUICK if ctx.plan.quick else FULL
         ctx.progress.step(f"{states:,} crash states, each laid on disk and checked")
         work = ctx.scratch("powercut")
+        argv = [sys.executable, str(EXPLORER), "--states", str(states), "--per-run", "8"]
         done = subprocess.run(
-            [sys.executable, str(EXPLORER), "--states", str(states), "--per-run", "8"]
-            + ["--seed", "1", "--work", str(work), "--json"],
+            [*argv, "--seed", "1", "--work", str(work), "--json"],
             capture_output=True,
             text=True,
             check=False,
