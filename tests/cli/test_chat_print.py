@@ -279,9 +279,11 @@ def test_a_model_that_gives_one_call_id_twice_gets_each_call_its_own(
 def test_a_second_chat_on_a_session_whose_turn_runs_is_refused_and_changes_nothing(
     cli: Cli, root: Path, agent: Callable[[list[Turn]], Agent]
 ) -> None:
-    first = agent(
-        [[ToolCall("bash", {"command": "touch started; sleep 4; echo A > A.txt"})], "A done"]
-    )
+    # The turn runs until the test says go: the second chat is refused while
+    # it runs, however slowly a loaded machine starts that chat.
+    go = root.parent / "go"
+    command = f"touch started; while [ ! -e {go} ]; do sleep 0.05; done; echo A > A.txt"
+    first = agent([[ToolCall("bash", {"command": command})], "A done"])
     args = ["chat", "-p", "go", "--model", first.model, "--allow", ALL, "--json"]
     proc = subprocess.Popen(
         [str(EARSHOT), *args], cwd=root, env=first.env(), stdout=subprocess.PIPE, text=True
@@ -299,7 +301,8 @@ def test_a_second_chat_on_a_session_whose_turn_runs_is_refused_and_changes_nothi
     (running,) = cli.json("sessions")["sessions"]
     rewound = cli.run("rewind", "1", session=running["id"], expect=1)
     assert "is running a turn in another process" in rewound.stderr
-    out, _ = proc.communicate(timeout=60)
+    go.touch()
+    out, _ = proc.communicate(timeout=120)
     session = json.loads(out)["session"]
     results = [e for e in entries(cli, session) if e["type"] == "tool_result"]
     assert len(results) == 1 and "[exit code 0]" in results[0]["output"]

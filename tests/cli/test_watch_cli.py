@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -78,12 +79,26 @@ def test_foreground_runs_until_idle_and_a_start_meanwhile_finds_it(ws: Cli) -> N
     )
     try:
         paths = wc.daemon_paths(ws.root, ws.home)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120
         while wc.daemon_status(paths) is None and time.monotonic() < deadline:
             time.sleep(0.02)
-        found: Any = ws.json("watch")
+        # Asked for its status until the start has found it: however slow a
+        # loaded machine makes that start, the daemon is not idle meanwhile.
+        found_it = threading.Event()
+
+        def keep_busy() -> None:
+            while not found_it.wait(0.2):
+                wc.daemon_status(paths)
+
+        busy = threading.Thread(target=keep_busy)
+        busy.start()
+        try:
+            found: Any = ws.json("watch")
+        finally:
+            found_it.set()
+            busy.join()
         assert found["started"] is False and found["pid"] == proc.pid
-        _, err = proc.communicate(timeout=10)
+        _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -120,23 +120,27 @@ def test_changes_made_while_another_session_ran_are_ambiguous_and_never_deleted(
     import time
 
     s1, s2 = cli.new_session(), cli.new_session()
-    started = tmp_path / "s1-started"
+    started, go = tmp_path / "s1-started", tmp_path / "s2-done"
     slow = subprocess.Popen(
         [
             str(Path(os.sys.executable).parent / "earshot"),
             "bash",
-            f"echo A > a1; touch {started}; sleep 1.5; echo A2 > a2",
+            # It runs on until S2's batch is done: the two overlap, however
+            # slowly a loaded machine starts the second.
+            f"echo A > a1; touch {started}; while [ ! -e {go} ]; do sleep 0.01; done; echo A2 > a2",
         ],
         cwd=root,
         env=cli.env(s1),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 20
-    while not started.exists() and time.monotonic() < deadline:
+    deadline = time.monotonic() + 120
+    while not started.exists():
+        assert time.monotonic() < deadline and slow.poll() is None, "S1's batch never started"
         time.sleep(0.01)
     cli.run("bash", "echo B > b1", session=s2)
-    assert slow.wait(timeout=30) == 0
+    go.touch()
+    assert slow.wait(timeout=120) == 0
     one = cli.run("log", "--json", session=s1).json()["batches"][0]
     assert {c["path"] for c in one["changes"] if c["ambiguous"]} >= {"b1"}
     undo = cli.run("undo", "--json", session=s1, expect=3).json()

@@ -131,7 +131,7 @@ def test_stop_removes_the_socket_and_frees_the_lock(paths: wc.DaemonPaths) -> No
 
 def test_the_daemon_exits_after_the_idle_timeout(paths: wc.DaemonPaths) -> None:
     start(paths, idle=0.5)
-    assert gone(paths, within=5.0)
+    assert gone(paths, within=120.0)  # a bound for a daemon that never exits, not a timing
     assert not paths.socket.exists()
     assert "idle, exiting" in paths.log.read_text()
 
