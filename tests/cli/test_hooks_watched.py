@@ -315,6 +315,6 @@ def test_a_spare_worker_forked_while_a_call_is_noted_holds_no_lock_of_the_sessio
                 assert time.monotonic() < deadline, "a process of the daemon keeps the lock"
                 time.sleep(0.1)
         fcntl.flock(probe, fcntl.LOCK_UN)
-    started = time.monotonic()
+    # Free as the probe found it: the call's end takes it at once (no spare
+    # holds it), which the probe above is the check of, not the clock.
     assert agent.post("Bash", {"command": "true"}, "toolu_w1").answer() is None
-    assert time.monotonic() - started < 5

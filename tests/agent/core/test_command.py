@@ -53,17 +53,24 @@ def test_huge_output_keeps_its_head_and_tail_and_says_the_cut(tmp_path: Path) ->
     )
 
 
+def _wait_for_file(path: Path) -> None:
+    deadline = time.monotonic() + 120  # a bound for a command that never starts
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_a_signal_still_stops_a_captured_command(tmp_path: Path) -> None:
     import threading
 
     def later() -> None:
-        time.sleep(0.5)
+        _wait_for_file(tmp_path / "started")  # the command runs: earshot handles the signal
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=later, daemon=True).start()
     began = time.monotonic()
-    ran = run_command(shell_argv("sleep 30"), str(tmp_path), True)
-    assert ran.interrupted_by == signal.SIGINT and time.monotonic() - began < 10
+    ran = run_command(shell_argv("touch started; sleep 30"), str(tmp_path), True)
+    # Stopped, not run out: sleep 30 would take 30 s.
+    assert ran.interrupted_by == signal.SIGINT and time.monotonic() - began < 29
 
 
 def test_a_captured_command_that_closed_its_output_and_ignores_sigterm_is_killed_after_the_grace(
@@ -75,12 +82,12 @@ def test_a_captured_command_that_closed_its_output_and_ignores_sigterm_is_killed
     from earshot.agent.core.command import GRACE_S
 
     def later() -> None:
-        time.sleep(0.5)
+        _wait_for_file(tmp_path / "started")
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=later, daemon=True).start()
     began = time.monotonic()
-    command = "trap '' TERM HUP; exec >/dev/null 2>&1; sleep 30"
+    command = "trap '' TERM HUP; exec >/dev/null 2>&1; touch started; sleep 30"
     ran = run_command(shell_argv(command), str(tmp_path), True)
     took = time.monotonic() - began
     assert ran.interrupted_by == signal.SIGTERM and ran.returncode == -signal.SIGKILL
