@@ -17,7 +17,7 @@ Before any crash state is checked, the run's whole list of operations is
 replayed over the copy taken before it and must give the very state the
 command left (a parser that missed a call fails here, not silently).
 
-    python tests/powercut.py --states 2000 --seed 1     # thousands, for benchmarks/
+    python tests/powercut.py --states 1000 --jobs 2     # a thousand, two explorers at once
 
 prints the count of distinct crash states checked and of violations (exit
 1 if any). The suite runs a seeded sample (tests/agent/core/test_powercut.py).
@@ -29,6 +29,7 @@ import argparse
 import json
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -279,6 +280,33 @@ def explore(
         return explorer.report
 
 
+def _in_parallel(args: argparse.Namespace) -> Report:
+    """``args.jobs`` explorers at once (seeds seed, seed+1, ...); their reports summed."""
+    share = [args.states // args.jobs + (i < args.states % args.jobs) for i in range(args.jobs)]
+    children = []
+    for i, states in enumerate(share):
+        argv = [sys.executable, __file__, "--states", str(states), "--seed", str(args.seed + i)]
+        argv += ["--files", str(args.files), "--per-run", str(args.per_run)]
+        argv += ["--names", args.names, "--ops", args.ops, "--json"]
+        if args.work is not None:
+            argv += ["--work", str(args.work)]
+        children.append(subprocess.Popen(argv, stdout=subprocess.PIPE, text=True))
+    total = Report()
+    for child in children:
+        out, _ = child.communicate()
+        if not out.strip():
+            raise RuntimeError(f"an explorer failed (exit {child.returncode})")
+        doc = json.loads(out)
+        total.states += doc["states"]
+        total.runs += doc["runs"]
+        total.ops_traced += doc["ops_traced"]
+        total.barriers += doc["barriers"]
+        for op, count in doc["by_operation"].items():
+            total.by_operation[op] = total.by_operation.get(op, 0) + count
+        total.violations += doc["violations"]
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--states", type=int, default=2000)
@@ -289,18 +317,24 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--ops", default=",".join(POWER_OPERATIONS))
     parser.add_argument("--json", action="store_true", help="print the report as one JSON document")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="explorers at once, each its own tree and seed"
+    )
     args = parser.parse_args()
     start = time.monotonic()
-    report = explore(
-        args.states,
-        args.seed,
-        args.files,
-        args.work,
-        tuple(args.ops.split(",")),
-        args.per_run,
-        args.names,
-        verbose=not args.json,
-    )
+    if args.jobs > 1:
+        report = _in_parallel(args)
+    else:
+        report = explore(
+            args.states,
+            args.seed,
+            args.files,
+            args.work,
+            tuple(args.ops.split(",")),
+            args.per_run,
+            args.names,
+            verbose=not args.json,
+        )
     seconds = time.monotonic() - start
     if args.json:
         doc = {**report.__dict__, "seconds": seconds, "seed": args.seed, "names": args.names}

@@ -4,13 +4,14 @@
 the states a power cut may leave at each barrier and at random points, and
 checks each one as the crash harness checks a kill (see its docstring and
 tests/crash_states.py for the model). The suite's tests run a sample; here
-it runs thousands (``--quick``: one state per operation, to prove it runs).
+it runs a thousand, an explorer per core (``--quick``: one state per operation, to prove it runs).
 It is a count, not a timing, so it runs once, on the plan's first tree.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from benchmarks.suite.runner import Context, Tree
 from benchmarks.suite.trees import TreeSpec
 
 NAME = "powercut"
-FULL = 2000  # crash states
+FULL = 1000  # crash states (about 3 s each on two cores)
 QUICK = 9  # one per operation
 EXPLORER = Path(__file__).resolve().parents[2] / "tests" / "powercut.py"
 
@@ -40,6 +41,7 @@ class PowerCut:
         ctx.progress.step(f"{states:,} crash states, each laid on disk and checked")
         work = ctx.scratch("powercut")
         argv = [sys.executable, str(EXPLORER), "--states", str(states), "--per-run", "8"]
+        argv += ["--jobs", str(os.cpu_count() or 1)]
         done = subprocess.run(
             [*argv, "--seed", "1", "--work", str(work), "--json"],
             capture_output=True,
