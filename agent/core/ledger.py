@@ -102,8 +102,14 @@ def mark_ambiguous(lines: Sequence[Change], calls: Sequence[dict[str, Any]]) -> 
     def found_by_diff(line: Change) -> bool:
         if not isinstance(line.by, int):
             return True
-        # A write_file or edit knows what it wrote; any other call (a command,
-        # an agent's own tool seen through its hooks) is found by a diff.
-        return 0 <= line.by < len(calls) and calls[line.by].get("tool") not in _KNOWN_WRITES
+        # earshot's own write_file or edit knows what it wrote; any other call
+        # (a command, an agent's own tool seen through its hooks) is found by a
+        # diff. An agent's call carries the agent's id for it, whatever its
+        # tool is named: Gemini CLI's write tool is called write_file too, and
+        # what changed while it ran may be another session's.
+        if not 0 <= line.by < len(calls):
+            return False
+        call = calls[line.by]
+        return call.get("tool") not in _KNOWN_WRITES or "id" in call
 
     return [replace(line, ambiguous=True) if found_by_diff(line) else line for line in lines]

@@ -496,6 +496,67 @@ def test_the_other_agents_payloads_make_batches_too(
     assert tree(root) == before
 
 
+def test_what_another_session_made_during_a_gemini_write_is_ambiguous_and_kept_by_its_undo(
+    cli: Cli, root: Path, tmp_path: Path
+) -> None:
+    # Gemini CLI names its write tool write_file, as earshot's own tool is
+    # named; but what an agent's call changed is found by a diff of what was
+    # seen while it ran, and another session's batch ran then too.
+    import subprocess
+    import time
+
+    from earshot_cli import EARSHOT
+    from fake_agent import FakeAgent
+
+    other = cli.new_session()
+    started, go, made, finish = (tmp_path / n for n in ("started", "go", "made", "finish"))
+    command = (
+        f"touch {started}; until [ -e {go} ]; do sleep 0.01; done; echo theirs > theirs.txt; "
+        f"touch {made}; until [ -e {finish} ]; do sleep 0.01; done"
+    )
+    slow = subprocess.Popen(
+        [str(EARSHOT), "bash", command],
+        cwd=root,
+        env=cli.env(other),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def wait_for(path: Path) -> None:
+        deadline = time.monotonic() + 120  # "never", on a loaded machine too
+        while not path.exists():
+            assert time.monotonic() < deadline and slow.poll() is None, f"no {path.name}"
+            time.sleep(0.01)
+
+    wait_for(started)
+    fake = FakeAgent(cli.env(), root, agent="gemini", session="gemini-beside")
+    try:
+        fake.send("SessionStart", source="startup")
+        fake.send("BeforeAgent", prompt="go")
+        fake.send("BeforeModel")
+        write = {
+            "tool_name": "write_file",
+            "tool_input": {"file_path": "mine.txt", "content": "mine\n"},
+        }
+        fake.send("BeforeTool", **write)
+        (root / "mine.txt").write_text("mine\n")
+        go.touch()  # the other session makes its file while the write runs
+        wait_for(made)
+        fake.send("AfterTool", tool_response={"llmContent": ""}, **write)
+        fake.send("BeforeModel")
+        fake.send("AfterAgent", prompt="go", prompt_response="done")
+    finally:
+        fake.close()
+        finish.touch()
+    assert slow.wait(timeout=120) == 0
+    (gemini,) = [s["id"] for s in cli.json("sessions")["sessions"] if s["id"] != other]
+    (batch,) = log_of(cli, gemini)["batches"]
+    lines = {c["path"]: c for c in batch["changes"]}
+    assert all(line["ambiguous"] for line in lines.values()), lines
+    cli.run("undo", "--json", session=gemini, expect=None)
+    assert (root / "theirs.txt").read_text() == "theirs\n"  # the other session's, kept
+
+
 def test_rewind_asked_while_the_agent_waits_takes_its_open_batch_back_too(
     cli: Cli, root: Path, agent: Claude, tree: Callable[..., Any]
 ) -> None:
