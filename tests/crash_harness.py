@@ -318,7 +318,7 @@ class Harness:
         # Untouched is fine for a restore only if it never began.
         if op == "restore" and target is not None and now != target and (pending or now != before):
             self.violation(op, f"restore did not converge: {_delta(target, now)}")
-        if op in ("bash", "exec") and killed:
+        if op in ("bash", "exec", "hook") and killed:
             batches = self.json("log")["batches"]
             if len(batches) == batches_before + 1:
                 self._check_batch_undo(op, before, batches[-1])

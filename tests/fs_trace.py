@@ -245,7 +245,7 @@ class Tree:
 _LINE = re.compile(r"^(\d+) +(.*)$")
 _CALL = re.compile(r"^(\w+)\((.*)\) += (-?\d+|0x[0-9a-f]+|\?)(?:<(.*?)>)?(?: .*)?$")
 _HEX = re.compile(r"\\x([0-9a-f]{2})")
-_FD = re.compile(r"^(-?\d+|AT_FDCWD)<(.*)>$")
+_FD = re.compile(r"^(-?\d+|AT_FDCWD)<(.*)>(\(deleted\))?$")
 _IOV = re.compile(r'iov_base="((?:\\x[0-9a-f]{2})*)"')
 
 
@@ -288,7 +288,8 @@ def _fd(arg: str) -> tuple[str, str]:
     match = _FD.match(arg)
     if match is None:
         raise TraceError(f"a descriptor without its path: {arg[:40]}")
-    return match.group(1), _decode_path(match.group(2))
+    gone = " (deleted)" if match.group(3) else ""  # a memfd, or a file unlinked while open
+    return match.group(1), _decode_path(match.group(2)) + gone
 
 
 @dataclass

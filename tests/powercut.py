@@ -3,8 +3,9 @@
 A kill leaves every write in the page cache, and the kernel still writes
 it out; a power cut loses what was not made durable, in any order the file
 system allows. This runs each operation of the crash harness (snapshot, a
-``bash`` batch, an ``exec`` batch of many writes, undo, redo, restore) and
-``gc``, ``session new`` and a hook batch under strace (tests/fs_trace.py),
+``bash`` batch, an ``exec`` batch of many writes, undo, redo, restore),
+``gc``, ``session new``, ``fork`` and an agent's hook batch (Claude Code's
+events around one Bash call, to the batch's end) under strace (tests/fs_trace.py),
 builds the crash states the model in tests/crash_states.py allows at each
 barrier of the run and at random points between, lays each one on disk in
 place of the tree and the store, and checks it as the crash harness checks
@@ -40,7 +41,9 @@ from crash_harness import EARSHOT, OPERATIONS, Harness, Picture, _delta, picture
 from crash_states import CrashState, Persistence, digest, materialize
 from fs_trace import Op, TraceError, Tree, record
 
-POWER_OPERATIONS = (*OPERATIONS, "gc", "session", "fork")
+POWER_OPERATIONS = (*OPERATIONS, "gc", "session", "fork", "hook")
+#: The agent session of the hook batches (Claude Code's payloads).
+AGENT_SESSION = "powercut-agent"
 
 
 @dataclass
@@ -82,6 +85,11 @@ class Explorer:
         self.report = Report()
         self.seen: set[str] = set()
         self.snapshots_before = 0
+        self.hooks = work / "hooks"
+        self.hooks.mkdir()
+        self.events = 0
+        self.hook_session: str | None = None
+        self.own_session: str | None = None
         self.verbose = False
         h = self.harness
         self.pairs = [(self.base / "root", h.root), (self.base / "home", h.home)]
@@ -108,18 +116,69 @@ class Explorer:
             shutil.copytree(src, dst, symlinks=True)
 
     def prepare(self, op: str) -> tuple[list[str], str | None, Picture | None]:
+        """The whole command line to trace, its stdin, and the tree it must leave."""
         h = self.harness
+        earshot = str(EARSHOT)
         if op == "gc":
             h.run("bash", h._bash_script())
-            h.run("forget", "--older-than", "0s", check=False)
-            return ["gc"], None, None
+            snapshots = h.json("snapshots")["snapshots"]
+            if snapshots:
+                h.run("forget", snapshots[-1]["id"])  # the oldest: gc has work to do
+            return [earshot, "gc"], None, None
         if op == "session":
-            return ["session", "new", "--json"], None, None
+            return [earshot, "session", "new", "--json"], None, None
         if op == "fork":
             for n in range(2):
                 h.run("prompt", f"prompt {n} of a fork")
-            return ["fork", "--json"], None, None
-        return h.prepare(op)
+            return [earshot, "fork", "--json"], None, None
+        if op == "hook":
+            return ["bash", "-c", self._hook_batch()], None, None
+        argv, stdin, target = h.prepare(op)
+        return [earshot, *argv], stdin, target
+
+    def _hook(self, event: str, **fields: object) -> Path:
+        """A hook event's payload, as Claude Code sends it, in a file outside the tree."""
+        self.events += 1
+        path = self.hooks / f"{self.events}-{event}.json"
+        common = {"session_id": AGENT_SESSION, "cwd": str(self.harness.root)}
+        common["transcript_path"] = str(self.hooks / "transcript.jsonl")
+        path.write_text(json.dumps({**common, "hook_event_name": event, **fields}))
+        return path
+
+    def _hook_batch(self) -> str:
+        """A script that runs one Bash call of an agent through its hooks, to the batch's end.
+
+        The session is started (and a prompt sent) first, untraced; the
+        harness then works on the session the hooks bound.
+        """
+        h = self.harness
+        hook = f"{EARSHOT} hook claude"
+        if self.hook_session is None:
+            for event, fields in (
+                ("SessionStart", {"source": "startup"}),
+                ("UserPromptSubmit", {}),
+            ):
+                if event == "UserPromptSubmit":
+                    fields = {"prompt": "power cuts", "prompt_id": "p-1"}
+                subprocess.run(
+                    f"{hook} < {self._hook(event, **fields)}", shell=True, check=True,
+                    cwd=h.root, env=h.env(),
+                )  # fmt: skip
+            bound = [s for s in h.json("sessions")["sessions"] if s["agent"]]
+            self.hook_session = bound[0]["id"]
+        self.own_session, h.session = h.session, self.hook_session
+        call = f"toolu_powercut_{self.events:06d}"
+        command = f"rm -rf d{h.rng.randrange(50)}; mkdir -p hooked; echo {self.events} >> hooked/n"
+        tool_input = {"command": command, "description": "a power cut's batch"}
+        pre = self._hook("PreToolUse", tool_name="Bash", tool_input=tool_input, tool_use_id=call)
+        post = self._hook(
+            "PostToolUse", tool_name="Bash", tool_input=tool_input, tool_use_id=call,
+            tool_response={},
+        )  # fmt: skip
+        end = self._hook("PostToolBatch", tool_calls=[])
+        stop = self._hook("Stop", stop_hook_active=False, last_assistant_message="done")
+        events = f"{hook} < {post} && {hook} < {end} && {hook} < {stop}"
+        return f"{hook} < {pre} && {{ {command}; }} && {events}"
 
     def run_operation(self, op: str, budget: int) -> None:
         """Trace ``op`` once, then check up to ``budget`` of its distinct crash states."""
@@ -130,7 +189,7 @@ class Explorer:
         self.snapshots_before = len(h.json("snapshots")["snapshots"])
         self._copy([(live, base) for base, live in self.pairs])
         proc, ops = record(
-            [str(EARSHOT), *argv],
+            argv,
             [str(h.root), str(h.home)],
             self.to_base,
             self.from_base,
@@ -140,7 +199,7 @@ class Explorer:
             input=stdin,
         )
         if proc.returncode not in (0, 3):
-            raise RuntimeError(f"earshot {' '.join(argv)} -> {proc.returncode}\n{proc.stderr}")
+            raise RuntimeError(f"{' '.join(argv)} -> {proc.returncode}\n{proc.stderr}")
         self.report.runs += 1
         self.report.ops_traced += len(ops)
         made = json.loads(proc.stdout)["id"] if op in ("session", "fork") else None
@@ -157,6 +216,8 @@ class Explorer:
         for _, live in self.pairs:
             shutil.rmtree(live)
             (self.after / live.name).rename(live)
+        if self.own_session is not None:  # back to the harness's session after a hook batch
+            h.session, self.own_session = self.own_session, None
 
     def _check_replay(self, ops: list[Op]) -> None:
         tree = self.tree()
@@ -226,7 +287,7 @@ class Explorer:
         h = self.harness
         if op == "snapshot" and len(h.json("snapshots")["snapshots"]) != self.snapshots_before + 1:
             h.violation(op, "the snapshot it said it took is gone")
-        if op in ("bash", "exec", "undo", "redo"):
+        if op in ("bash", "exec", "undo", "redo", "hook"):
             batches = len(h.json("log")["batches"])
             if batches != batches_before + 1:
                 h.violation(op, f"its batch is gone: {batches} batches, {batches_before} before")

@@ -145,6 +145,8 @@ _HARSHEST = (
         "undo",
         # A batch's written files made durable before the batch records them.
         "exec",
+        # An agent's batch, recorded through its hooks.
+        "hook",
     ],
 )
 def test_power_cuts_at_each_barrier_of_an_operation_lose_nothing(
