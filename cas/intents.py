@@ -63,6 +63,8 @@ class Intent:
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> Intent:
+        if not isinstance(doc, dict):
+            raise CorruptRecord("intent ?", f"a JSON {type(doc).__name__}, not an object")
         try:
             holder = doc.get("holder")
             return Intent(
@@ -73,7 +75,7 @@ class Intent:
                 dict(doc["doc"]),
                 None if holder is None else (int(holder[0]), _opt_int(holder[1])),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # Overflow: a pid of 1e999
             raise CorruptRecord(f"intent {doc.get('id', '?')}", f"missing field {exc}") from None
 
 
@@ -215,7 +217,7 @@ def read_notes(path: Path) -> list[dict[str, Any]]:
     for number, line in enumerate(lines):
         try:
             doc = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past what json reads
             doc = None
         if isinstance(doc, dict):
             out.append(doc)

@@ -100,7 +100,7 @@ def get_linked(view: ReadView) -> list[str] | None:
         return None
     try:
         paths = json.loads(bytes(raw))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None  # a cache: a damaged one is as good as none
     return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else None
 

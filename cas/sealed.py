@@ -72,5 +72,5 @@ def unseal_json(key: bytes, value: bytes, what: str) -> Any:
     payload = unseal(key, value, what)
     try:
         return json.loads(payload)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past what json reads
         raise CorruptRecord(what, f"sealed, but not JSON: {exc}") from None

@@ -71,8 +71,22 @@ def decode_snapshot(data: bytes | memoryview) -> Snapshot:
         )
     except CorruptSnapshot:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError, EarshotError) as exc:
+    except _UNREADABLE as exc:
         raise CorruptSnapshot(str(exc)) from None
+
+
+#: What a record that is not a snapshot raises on the way. OverflowError: a
+#: count of 1e999 is JSON, and infinity is no int; RecursionError: nesting
+#: past what json reads.
+_UNREADABLE = (
+    ValueError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    OverflowError,
+    RecursionError,
+    EarshotError,
+)
 
 
 def hash_snapshot(snap: Snapshot) -> tuple[Digest, bytes]:

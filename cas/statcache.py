@@ -86,14 +86,16 @@ def decode_record(raw: bytes) -> DirRecord | None:
         version, stored_rel, fingerprint, tree, entries, dir_mtime, ignore_files, *rest = (
             marshal.loads(body)
         )
+        if version != _VERSION or len(rest) != 1:
+            return None
+        index_tag = rest[0]
+        # Inside the try: a record whose checksum matches may still hold other
+        # shapes (ignore files that are not a sequence).
+        return DirRecord(
+            stored_rel, fingerprint, tree, entries, dir_mtime, tuple(ignore_files), index_tag
+        )
     except (ValueError, EOFError, TypeError):
         return None
-    if version != _VERSION or len(rest) != 1:
-        return None
-    index_tag = rest[0]
-    return DirRecord(
-        stored_rel, fingerprint, tree, entries, dir_mtime, tuple(ignore_files), index_tag
-    )
 
 
 def store_record(batch: WriteBatch, record: DirRecord) -> None:

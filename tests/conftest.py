@@ -17,7 +17,17 @@ from trees import files, listing
 
 # Fixed and reproducible: the same examples on every run, no example database.
 settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True, database=None)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+# The fuzz tests' long run (EARSHOT_FUZZ=long, the benchmarks' "fuzz" figure):
+# forty times the examples, new ones each run; a failure prints the blob that
+# reproduces it (@reproduce_failure).
+settings.register_profile(
+    "long", settings.get_profile("ci"), max_examples=2000, derandomize=False, print_blob=True
+)
+settings.load_profile(
+    "long"
+    if os.environ.get("EARSHOT_FUZZ") == "long"
+    else os.environ.get("HYPOTHESIS_PROFILE", "ci")
+)
 
 
 #: Set by .ci/run: a skipped test proves nothing, so CI fails on any skip.
