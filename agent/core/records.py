@@ -99,7 +99,8 @@ def _load(cls: Any, key: bytes, value: bytes, what: str, **options: Any) -> Any:
     doc = unseal_json(key, value, what)
     try:
         return cls.from_json(doc, **options)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    # OverflowError: a number of 1e999 is JSON, and infinity is no int.
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise CorruptRecord(what, f"sealed, but not a record: {exc!r}") from None
 
 
@@ -217,7 +218,7 @@ def upgrade_records(backend: Backend) -> int:
                     continue
                 try:
                     doc = json.loads(value)
-                except ValueError:
+                except (ValueError, RecursionError):  # nested past what json reads
                     continue
                 txn.put(table, key, seal_json(key, doc))
                 count += 1
@@ -242,7 +243,7 @@ def load_watch_mark(view: ReadView) -> WatchMark | None:
     try:
         doc = json.loads(raw)
         return WatchMark(str(doc["token"]), Digest(bytes.fromhex(doc["tree"])))
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None  # a cache: a damaged mark costs one full restage
 
 
@@ -281,14 +282,18 @@ def _recent_spans(view: ReadView) -> list[Any] | None:
     raw = view.get(AGENT, _RECENT)
     try:
         recent = json.loads(raw) if raw else []
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return recent if isinstance(recent, list) else None
 
 
 def _ended_after(recent: list[Any], session: str, started_ns: int) -> bool:
     return any(
-        isinstance(item, list) and len(item) == 3 and item[0] != session and item[2] > started_ns
+        isinstance(item, list)
+        and len(item) == 3
+        and isinstance(item[2], int | float)  # a damaged span is no span
+        and item[0] != session
+        and item[2] > started_ns
         for item in recent
     )
 
@@ -365,7 +370,8 @@ def load_settled(view: ReadView) -> Settled | None:
         return Settled(
             Digest(bytes.fromhex(doc["snapshot"])), str(doc["session"]), int(doc["seq"]), left
         )
-    except (ValueError, KeyError, TypeError):
+    # AttributeError: JSON other than an object; OverflowError: a number of 1e999.
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
         return None  # damaged: changes until the next batch are not told apart, nothing more
 
 
