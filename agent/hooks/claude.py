@@ -79,6 +79,7 @@ def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
     agent = text_field(payload, "agent_id")
     content = given.get("content")
     whole = name == "Write" and bool(paths) and isinstance(content, str)
+    digest = content_digest(str(content)) if whole else None
     return ExternalCall(
         name,
         kind,
@@ -86,7 +87,7 @@ def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
         command=command if isinstance(command, str) else None,
         paths=paths,
         agent=f"subagent {agent}" if agent else None,
-        content=(paths[0], content_digest(str(content))) if whole else None,
+        content=(paths[0], digest) if digest is not None else None,
         background=kind is ToolKind.SHELL and given.get("run_in_background") is True,
     )
 

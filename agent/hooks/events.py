@@ -105,11 +105,17 @@ def content_key(name: str, tool_input: Any) -> str:
     return f"{name}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
-def content_digest(text: str) -> str:
-    """The digest earshot gives a file holding ``text`` (UTF-8), in hex."""
+def content_digest(text: str) -> str | None:
+    """The digest earshot gives a file holding ``text`` (UTF-8), in hex; None when
+    the text holds a lone surrogate that stands for no byte (a ``\\ud800`` escape
+    in the JSON): what the agent writes for it is not known."""
     from earshot.cas.digest import blob_digest
 
-    return blob_digest(text.encode("utf-8", "surrogateescape")).hex()
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return None
+    return blob_digest(data).hex()
 
 
 #: An agent's session id is kept as part of a store key (at most 511 bytes).
@@ -120,7 +126,11 @@ def session_field(payload: dict[str, Any]) -> str:
     """The payload's ``session_id``; ``BadPayload`` when missing or too long to keep."""
     session = text_field(payload, "session_id", required=True)
     assert session is not None
-    if len(session.encode("utf-8", "surrogateescape")) > MAX_SESSION_ID:
+    try:
+        size = len(session.encode())  # strict: store keys are UTF-8
+    except UnicodeEncodeError:
+        raise BadPayload("the session id is not UTF-8 text") from None
+    if size > MAX_SESSION_ID:
         raise BadPayload(f"the session id is longer than {MAX_SESSION_ID} bytes")
     return session
 
@@ -155,6 +165,8 @@ def event_of(
 
     A prompt that is one of earshot's commands is a COMMAND, not a PROMPT.
     """
+    if not isinstance(payload, dict):
+        raise BadPayload("the payload is not a JSON object")
     name = text_field(payload, "hook_event_name", required=True)
     assert name is not None
     kind = events.get(name, EventKind.OTHER)

@@ -67,7 +67,8 @@ def _call(payload: dict[str, Any], cwd: str | None) -> ExternalCall:
             paths = (absolute(path, cwd),)
         text = given.get("content")
         whole = name == "write_file" and bool(paths) and isinstance(text, str)
-        content = (paths[0], content_digest(str(text))) if whole else None
+        digest = content_digest(str(text)) if whole else None
+        content = (paths[0], digest) if digest is not None else None
         return ExternalCall(name, kind, key, paths=paths, content=content)
     command = given.get("command")
     shell = kind is ToolKind.SHELL and isinstance(command, str)
