@@ -64,7 +64,7 @@ class Intent:
     @staticmethod
     def from_json(doc: dict[str, Any]) -> Intent:
         if not isinstance(doc, dict):
-            raise CorruptRecord("intent ?", f"a JSON {type(doc).__name__}, not an object")
+            raise CorruptRecord("intent ?", "sealed, but not a JSON object")
         try:
             holder = doc.get("holder")
             return Intent(
