@@ -58,7 +58,8 @@ def codex_trust(hooks_file: str, doc: dict[str, Any]) -> dict[str, str]:
     """What Codex keeps to trust earshot's hooks in ``doc`` (read from ``hooks_file``):
     the key of each (``<file>:<event>:<group>:<handler>``) and its hash."""
     trust: dict[str, str] = {}
-    for event, groups in (doc.get("hooks") or {}).items():
+    hooks_of = doc.get("hooks")
+    for event, groups in hooks_of.items() if isinstance(hooks_of, dict) else ():
         snake = _CODEX_SNAKE.get(event)
         if snake is None or not isinstance(groups, list):
             continue
@@ -69,13 +70,16 @@ def codex_trust(hooks_file: str, doc: dict[str, Any]) -> dict[str, str]:
             for h, hook in enumerate(hooks):
                 if not (isinstance(hook, dict) and is_ours(hook.get("command"), "codex")):
                     continue
+                timeout = hook.get("timeout", 600)
+                if type(timeout) is not int:
+                    continue  # a timeout Codex cannot read: no hash it would compute
                 canonical: dict[str, Any] = {
                     "event_name": snake,
                     "hooks": [
                         {
                             "async": bool(hook.get("async", False)),
                             "command": hook["command"],
-                            "timeout": int(hook.get("timeout", 600)),
+                            "timeout": timeout,
                             "type": "command",
                         }
                     ],
@@ -94,6 +98,8 @@ def parse(text: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigShape(f"not TOML ({exc}); fix it or move it away") from None
+    except RecursionError:
+        raise ConfigShape("nested too deeply to read; fix it or move it away") from None
 
 
 def _table(doc: dict[str, Any], *path: str) -> dict[str, Any] | None:
@@ -128,9 +134,10 @@ def _wanted(
 
 
 def project_level(plain: dict[str, Any], project: str) -> Any:
-    """The trust level the config sets for ``project``, whatever its value; None: none."""
-    entry = (_table(plain, "projects") or {}).get(project)
-    return entry.get("trust_level") if isinstance(entry, dict) else None
+    """The trust level the config sets for ``project``, whatever its value; None: none.
+    A project that is not a table is the person's: refused (``ConfigShape``)."""
+    entry = _table(plain, "projects", project)
+    return entry.get("trust_level") if entry is not None else None
 
 
 def kept_level(text: str, project: str | None) -> Any:
@@ -280,8 +287,8 @@ def _no_longer_tail(text: str, out: str) -> str:
 def _was_made(plain: dict[str, Any], path: tuple[str, ...], drops: list[tuple[str, ...]]) -> bool:
     """Whether the table at ``path`` held only what earshot drops (so it goes too)."""
     table = _table(plain, *path)
-    if table is None:
-        return False
+    if not table:
+        return False  # none, or empty before this uninstall: the person's
     return all((*path, key) in drops or _was_made(plain, (*path, key), drops) for key in table)
 
 

@@ -286,13 +286,12 @@ def capped_entries(doc: dict[str, Any], agent: str) -> list[tuple[str, int, int]
     for (who, event), cap in CAPPED_TIMEOUT_S.items():
         if who != agent or not isinstance(hooks, dict):
             continue
-        for group in hooks.get(event) or []:
-            for hook in group.get("hooks") or [] if isinstance(group, dict) else []:
-                if not (isinstance(hook, dict) and is_ours(hook.get("command"), agent)):
-                    continue
-                asked = hook.get("timeout")
-                if isinstance(asked, int) and asked > cap:
-                    out.append((event, asked, cap))
+        for hook in _hooks_of(hooks.get(event)):
+            if not (isinstance(hook, dict) and is_ours(hook.get("command"), agent)):
+                continue
+            asked = hook.get("timeout")
+            if isinstance(asked, int) and asked > cap:
+                out.append((event, asked, cap))
     return out
 
 
@@ -301,9 +300,18 @@ def our_commands(doc: dict[str, Any], agent: str) -> list[str]:
     found: list[str] = []
     hooks = doc.get("hooks")
     for groups in hooks.values() if isinstance(hooks, dict) else ():
-        for group in groups if isinstance(groups, list) else ():
-            for hook in group.get("hooks") or [] if isinstance(group, dict) else []:
-                command = hook.get("command") if isinstance(hook, dict) else None
-                if isinstance(command, str) and is_ours(command, agent) and command not in found:
-                    found.append(command)
+        for hook in _hooks_of(groups):
+            command = hook.get("command") if isinstance(hook, dict) else None
+            if isinstance(command, str) and is_ours(command, agent) and command not in found:
+                found.append(command)
     return found
+
+
+def _hooks_of(groups: Any) -> list[Any]:
+    """Every hook of an event's matcher groups; none of what is not shaped as groups."""
+    return [
+        hook
+        for group in (groups if isinstance(groups, list) else ())
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list)
+        for hook in group["hooks"]
+    ]
