@@ -14,7 +14,8 @@ def lookup(reader: ObjectReader, tree: Digest, path: str) -> TreeEntry | None:
     for part in path.split("/"):
         if current is None:
             return None
-        entry = reader.find_entry(current, part.encode("utf-8", "surrogateescape"))
+        name = _name(part)
+        entry = reader.find_entry(current, name) if name is not None else None
         if entry is None:
             return None
         current = entry.digest if entry.kind is Kind.DIR else None
@@ -40,8 +41,18 @@ def lookup_under(reader: ObjectReader, tree: Digest, path: str) -> tuple[TreeEnt
             if entry is not None and entry.kind is Kind.UNRECORDED:
                 return entry, "/".join(parts[:depth])
             return None, ""
-        entry = reader.find_entry(current, part.encode("utf-8", "surrogateescape"))
+        name = _name(part)
+        entry = reader.find_entry(current, name) if name is not None else None
         if entry is None:
             return None, ""
         current = entry.digest if entry.kind is Kind.DIR else None
     return entry, ""
+
+
+def _name(part: str) -> bytes | None:
+    """A path component as trees hold it; None for one no file can have: a lone
+    surrogate that stands for no byte (a ``\\ud800`` escape in an agent's JSON)."""
+    try:
+        return part.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return None
