@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -26,6 +29,8 @@ from .common import (
 from .progress import progress_for
 from .readonly import unless_recorded
 from .render import human_bytes
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.command()
@@ -70,8 +75,33 @@ def _no_stats(as_json: bool, **options: object) -> None:
     render.emit(*render.stats_empty(), as_json)
 
 
+def _pages_first(func: F) -> F:
+    """Below ``unless_recorded``: the store's pages are checked without LMDB before
+    it is opened, since LMDB may abort the process on a page it trusts."""
+
+    @functools.wraps(func)
+    def wrapper(**options: Any) -> Any:
+        from earshot.cas.lmdb_backend import damaged_pages
+        from earshot.cas.paths import checkpoints_dir
+
+        store = checkpoints_dir(options["root"])
+        found = damaged_pages(store) if os.path.isdir(options["root"]) else None
+        if found:
+            more = f", and {len(found) - 1} more" if len(found) > 1 else ""
+            fail(
+                f"store {store}: damaged pages, which LMDB cannot read safely ({found[0]}{more}); "
+                f"nothing was changed. Move {store} aside and earshot starts a new store",
+                1,
+                "store_damaged",
+            )
+        return func(**options)
+
+    return wrapper  # type: ignore[return-value]
+
+
 @click.command()
 @unless_recorded(_nothing_to_check)
+@_pages_first
 @click.option(
     "--repair",
     is_flag=True,
