@@ -26,7 +26,7 @@ def _installs() -> dict[str, Any]:
     try:
         data = read_bytes(_installs_file())
         doc = json.loads(data) if data else {}
-    except (SettingsError, ValueError):
+    except (SettingsError, ValueError, RecursionError):  # nested past what json reads
         return {}
     return doc if isinstance(doc, dict) else {}
 

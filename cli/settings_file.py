@@ -128,6 +128,10 @@ def _read(path: str) -> dict[str, object]:
         raise SettingsError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise SettingsError(f"{path}: not valid TOML: not UTF-8") from None
+    except ValueError as exc:  # tomllib's int() of a number of 5,000 digits
+        raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SettingsError(f"{path}: not valid TOML: nested too deeply") from None
     except OSError as exc:
         raise SettingsError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 

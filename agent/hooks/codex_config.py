@@ -96,7 +96,7 @@ def parse(text: str) -> dict[str, Any]:
     """The config as plain values; a config Codex could not read either is refused."""
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, or an integer of 5,000 digits
         raise ConfigShape(f"not TOML ({exc}); fix it or move it away") from None
     except RecursionError:
         raise ConfigShape("nested too deeply to read; fix it or move it away") from None

@@ -1,8 +1,10 @@
 """``earshot install``, ``uninstall`` and ``doctor`` on damaged settings files: each
 says what it did, or refuses in one line naming the file; never a traceback.
 
-Each example runs the real script three times, so the profile's count is cut
-to a tenth.
+The files are read and written in-process first (``Settings``, with a
+damaged ``installs.json`` of earshot's own beside them); then each example
+of the last test runs the real script three times, so its count is cut to a
+tenth.
 """
 
 from __future__ import annotations
@@ -11,10 +13,15 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from earshot_cli import Cli, Ran
-from fuzz import damaged, examples, json_values, mutated_doc
+from fuzz import DEEP_JSON, damaged, examples, json_values, mutated_doc
 from hypothesis import example, given
 from hypothesis import strategies as st
+
+from earshot.agent.hooks.settings import HookCommand, NotHooks, add_hooks, remove_hooks
+from earshot.cli.install_files import Settings
+from earshot.cli.settings_io import SettingsError
 
 AGENTS = ("claude", "codex", "gemini")
 SETTINGS = {
@@ -38,6 +45,34 @@ def settings_doc(agent: str) -> st.SearchStrategy[object]:
         optional={"hooksConfig": st.just({"enabled": False}), "theirs": json_values},
     )
     return doc | mutated_doc(doc)
+
+
+@examples(1)
+@given(
+    st.sampled_from(AGENTS),
+    st.data(),
+    damaged(json_values.map(lambda v: json.dumps(v).encode()), max_size=40) | st.just(DEEP_JSON),
+)
+def test_a_damaged_settings_file_is_read_and_written_back_or_refused(
+    agent: str, data: st.DataObject, installs: bytes
+) -> None:
+    valid = settings_doc(agent).map(lambda d: json.dumps(d, indent=2).encode())
+    raw = data.draw(damaged(valid, max_size=60) | st.just(DEEP_JSON))
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as env:
+        env.setenv("EARSHOT_HOME", tmp)
+        (Path(tmp) / "installs.json").write_bytes(installs)  # earshot's own notes, damaged
+        path = Path(tmp) / SETTINGS[agent]
+        path.parent.mkdir(parents=True)
+        path.write_bytes(raw)
+        try:
+            settings = Settings.read(path, None)
+            added = add_hooks(settings.doc, HookCommand(("/usr/bin/earshot",), agent))
+        except (SettingsError, NotHooks):
+            return
+        settings.write(added)
+        assert Settings.read(path, None).doc == added
+        Settings.read(path, None).write(remove_hooks(added, agent))
+        assert Settings.read(path, None).doc == remove_hooks(added, agent)
 
 
 CONFIG = '[projects."/elsewhere"]\ntrust_level = "trusted"\n[hooks.state]\n'

@@ -157,6 +157,7 @@ TRUST = {"/p/.codex/hooks.json:stop:0:0": "sha256:" + "a" * 64}
 @examples(1)
 @given(configs, st.sampled_from([None, "/p", "/q"]))
 @example("a = " + "[" * 2000, None)
+@example("a = " + "1" * 5000, None)
 @example("[projects]\n'/p' = 5\n", "/p")
 def test_trusting_and_untrusting_in_codex_s_config_keeps_the_rest_or_refuses(
     text: str, project: str | None
