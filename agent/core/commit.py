@@ -190,7 +190,11 @@ def commit_batch(
                 put_batch(txn, replace(marked, **fields))
         if not between:
             put_watch_mark(txn, watch_mark)
-        if settles is None:
+        # A batch beside another session's may have missed what that one changed
+        # after this one's last restage: the tree it ends on is not known to be
+        # the disk's, and the next batch must not take the difference for the
+        # person's (outside any call).
+        if settles is None or beside:
             put_settled(txn, None)
         else:
             put_settled(txn, Settled(settles[0], session.id, seq, settles[1]))

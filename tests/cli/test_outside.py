@@ -182,6 +182,27 @@ def test_another_session_s_batch_between_two_calls_of_a_batch_is_not_outside(
     assert (root / "a.txt").exists() and (root / "v.txt").exists()
 
 
+def test_another_session_s_batch_before_a_batch_closes_is_not_outside_at_the_next_batch(
+    cli: Cli, root: Path
+) -> None:
+    # a's whole call runs after the agent's last call, before its response ends:
+    # the agent's batch ends on a state without a.txt, which is not the disk's,
+    # and the next batch must not take a.txt for a change of the person's.
+    a = cli.new_session()
+    claude = Claude(cli.env(), root)
+    try:
+        assert claude.start().rc == 0
+        claude.prompt("p")
+        claude.write(root / "w.txt", "w\n")
+        cli.run("bash", "echo a > a.txt", session=a)
+        claude.response_end()
+    finally:
+        claude.close()
+    ran = cli.run("bash", "echo next > next.txt", session=a)
+    assert "outside" not in ran.stderr, ran.stderr
+    assert cli.json("log", session=a)["outside"] == []
+
+
 def test_another_session_s_call_still_running_at_a_batch_s_next_call_is_not_outside(
     cli: Cli, root: Path
 ) -> None:
