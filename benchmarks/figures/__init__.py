@@ -33,6 +33,8 @@ MODULES = (
     "git_fingerprint",
     # what past kill -9 holds: the power-cut explorer's count
     "powercut",
+    # sessions at once through the daemon, for long: undos, memory, leftovers
+    "soak",
     # damaged input fed to every decoder: the fuzz tests' long profile
     "fuzz",
 )
