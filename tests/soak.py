@@ -1,8 +1,9 @@
 """Soak: sessions side by side on one root, each a hundred batches, through the daemon.
 
 Each session owns a directory of the root (``s0/``, ``s1/``, ...) and reads
-a few shared files (``shared/``) that none writes. The sessions run at once,
-each the way one kind of agent reaches earshot (tests/soak_agents.py):
+a few shared files (``shared/``) that none writes; its batches change its
+directory in every way a tool can (tests/soak_plans.py). The sessions run at
+once, each the way one kind of agent reaches earshot (tests/soak_agents.py):
 Claude Code's, Gemini CLI's and Codex CLI's hook events, ``earshot bash``,
 and ``earshot chat -p`` against a scripted model server. The watch daemon is
 started by the first command that records, as ``EARSHOT_WATCH=auto`` does.
@@ -25,11 +26,14 @@ Checked:
    ledgers hold as ambiguous.
 2. The daemon's memory stays flat: its VmRSS is sampled after every batch;
    from the end of its warm-up (the first tenth of the run's batches it
-   served) to its last sample it may grow by at most ``RSS_BOUND_MIB``.
-3. Nothing is left behind: no earshot temp file in the tree or the store,
-   no pending intent (``log --json`` and the store's intents), ``fsck`` and
-   ``sessions check`` clean, no daemon, worker or command process once the
-   daemon is stopped, no socket, and every lock file free.
+   served) to its last sample it may grow by at most ``RSS_BOUND_MIB``
+   (tests/soak_checks.py says why that much).
+3. Nothing is left behind (tests/soak_checks.py): no earshot temp file in
+   the tree or the store, no pending intent (``log --json`` and the store's
+   intents), ``fsck`` and ``sessions check`` clean, no daemon, worker or
+   command process once the daemon is stopped, no socket, every lock file
+   free, and no change recorded as made outside any call (every change was
+   a session's call).
 
     python tests/soak.py --sessions 4 --batches 100      # the full run
 
@@ -42,11 +46,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import random
-import select
 import shutil
 import subprocess
 import sys
@@ -59,18 +61,20 @@ from pathlib import Path
 from typing import Any
 
 from crash_harness import EARSHOT, Picture, picture
-from soak_agents import ROLE_CLASSES, ROLES, SHARED, SHARED_TEXT, Op, Planner, Role, Tree
+from soak_agents import ROLE_CLASSES, ROLES, Role
+from soak_checks import (
+    RSS_BOUND_MIB,
+    daemon_pid,
+    judge_memory,
+    leftovers,
+    rss_kib,
+    wait_gone,
+    wait_lock_free,
+)
+from soak_plans import SHARED, SHARED_TEXT, Planner, Tree
 
-#: How much the daemon's RSS may grow from its warm-up to its last sample.
-#: A leak of 8 KiB per hosted call would pass it over 4 x 100 batches (some
-#: 2,000 calls and events); the noise measured is 1-2 MiB.
-RSS_BOUND_MIB = 16.0
-#: A daemon's warm-up: this share of the run's batches after it began serving.
-WARM_UP = 0.1
 #: When (shares of all the run's batches done) each thing happens along the way.
 RESTART_AT, FORGET_AT, GC_AT = 0.15, 0.3, 0.45
-#: A failure guard, never a pass condition: how long a process may take to go.
-GONE_WITHIN_S = 120.0
 
 
 @dataclass
@@ -79,6 +83,9 @@ class Report:
     roles: list[str] = field(default_factory=list)
     batches: int = 0
     calls: int = 0
+    #: Agents' tool calls that failed: an edit whose line another session's undo
+    #: took back (the agent is told, as its tool would say).
+    failed_calls: int = 0
     windows: int = 0
     undos: int = 0
     batches_undone: int = 0
@@ -129,7 +136,6 @@ class Soak:
         self.home = work / "home"
         self.batches = batches
         self.total = sessions * batches
-        self.rng = random.Random(seed)
         self.report = Report(sessions=sessions, roles=list(roles))
         self.verbose = False
         self.lock = threading.Condition()
@@ -202,42 +208,11 @@ class Soak:
         found = sorted((self.home / "checkpoints").glob("*/"))
         return found[0] if found else None
 
-    def daemon_pid(self) -> int | None:
-        """The root's daemon, from the pid its lock file holds (checked to be ours)."""
-        store = self.store()
-        if store is None:
-            return None
-        try:
-            pid = int((store / "watch.lock").read_text().split()[0])
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
-            return None
-        return pid if str(self.home).encode() in cmdline and b"--root" in cmdline else None
-
     def sample(self) -> None:
-        pid = self.daemon_pid()
-        if pid is None:
-            return
-        kib = rss_kib(pid)
-        if kib is not None:
+        pid = daemon_pid(self.home)
+        kib = None if pid is None else rss_kib(pid)
+        if pid is not None and kib is not None:
             self.samples.append((self.done, pid, kib))
-
-    def ours(self) -> list[int]:
-        """Processes of this soak's earshot: the daemon and its workers (their
-        command line names this home), and anything working in the root."""
-        root = str(self.root)
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-                cwd = os.readlink(entry / "cwd")
-            except OSError:
-                continue
-            if str(self.home).encode() in cmdline or cwd == root or cwd.startswith(f"{root}/"):
-                found.append(int(entry.name))
-        return found
 
     # -- progress, and what happens along the way -----------------------------------
 
@@ -286,7 +261,7 @@ class Soak:
                 self.lock.wait()
 
     def restart_daemon(self) -> None:
-        pid = self.daemon_pid()
+        pid = daemon_pid(self.home)
         if pid is None:
             self.violation("no daemon ran before the restart (EARSHOT_WATCH=auto starts one)")
             return
@@ -371,15 +346,14 @@ class Soak:
         s.done += size
         with self.lock:
             self.report.windows += 1
-        self.check_undo(s, size, pictures, plans)
+        self.check_undo(s, size, pictures)
 
     def check_undo(
-        self,
-        s: SessionRun,
-        size: int,
-        pictures: dict[int, tuple[float, Picture]],
-        plans: list[list[Op]],
+        self, s: SessionRun, size: int, pictures: dict[int, tuple[float, Picture]]
     ) -> None:
+        """Undo the last few of the window's batches (as many as a picture was taken
+        before); the session's directory must be that picture, but for what differs
+        by design and is said."""
         who = f"session {s.index} ({s.role.name}) window ending at batch {s.done}"
         log = self.json("log", "--session", s.role.session)
         made = [b for b in log["batches"] if b["seq"] > s.last_seq and b["kind"] == "calls"]
@@ -427,12 +401,14 @@ class Soak:
             if before.get(path) == now.get(path):
                 continue
             if path in kept and path not in before and path in named:
-                self.report.kept_ambiguous += 1
+                with self.lock:
+                    self.report.kept_ambiguous += 1
                 continue
             if path not in before and now[path][0] == "dir" and _holds(path, kept):
                 continue  # a folder the batches made, kept for an ambiguous creation in it
             if _near(path, elsewhere):
-                self.report.restored_by_others += 1
+                with self.lock:
+                    self.report.restored_by_others += 1
                 continue
             was, got = _short(before.get(path)), _short(now.get(path))
             self.violation(f"{who}: undo {k} left {path} as {got}, was {was} ({doc})")
@@ -463,11 +439,14 @@ class Soak:
             except Exception as exc:
                 self.violation(f"session {s.index} ({s.role.name}) end: {exc}")
             self.report.calls += s.role.calls
+            self.report.failed_calls += s.role.failed
             self.report.warnings += [f"s{s.index}: {m}" for m in s.role.messages]
         self.report.batches = self.done
         with self.lock:
             self.sample()
-        self.report.rss = self.memory()
+        self.report.rss, problems = judge_memory(self.samples, self.total)
+        for problem in problems:
+            self.violation(problem)
         status = self.earshot("watch", "--status", "--json")
         doc = json.loads(status.stdout) if status.returncode == 0 else {}
         self.report.restart.update(
@@ -477,95 +456,11 @@ class Soak:
             self.violation("no daemon ran at the end: the restart never started one again")
         elif doc.get("pid") == self.report.restart.get("stopped"):
             self.violation("the daemon at the end is the one stopped")
-        self.leftovers(doc.get("pid"))
-
-    def memory(self) -> dict[str, Any]:
-        """Per daemon: its first sample, its sample after warm-up, its last; the growth."""
-        out: dict[str, Any] = {"bound_mib": RSS_BOUND_MIB, "daemons": []}
-        for pid in dict.fromkeys(p for _, p, _ in self.samples):
-            mine = [(done, kib) for done, p, kib in self.samples if p == pid]
-            first = mine[0]
-            warm = next((x for x in mine if x[0] >= first[0] + WARM_UP * self.total), None)
-            last = mine[-1]
-            entry: dict[str, Any] = {
-                "pid": pid,
-                "first": {"batch": first[0], "mib": round(first[1] / 1024, 1)},
-                "last": {"batch": last[0], "mib": round(last[1] / 1024, 1)},
-                "peak_mib": round(max(k for _, k in mine) / 1024, 1),
-                "samples": len(mine),
-            }
-            if warm is not None:
-                growth = (last[1] - warm[1]) / 1024
-                entry["warm"] = {"batch": warm[0], "mib": round(warm[1] / 1024, 1)}
-                entry["growth_mib"] = round(growth, 2)
-                if growth > RSS_BOUND_MIB:
-                    self.violation(
-                        f"daemon {pid} grew {growth:.1f} MiB from batch {warm[0]} to {last[0]} "
-                        f"(bound {RSS_BOUND_MIB:g} MiB)"
-                    )
-            out["daemons"].append(entry)
-        judged = [d for d in out["daemons"] if "warm" in d]
-        if not judged:
-            self.violation("no daemon served long enough to judge its memory")
-        return out
-
-    def leftovers(self, pid: int | None) -> None:
-        found: dict[str, Any] = {}
-        stop = self.earshot("watch", "--stop")
-        if stop.returncode != 0:
-            self.violation(f"watch --stop -> {stop.returncode}: {stop.stderr}")
-        if pid is not None and not wait_gone(pid):
-            self.violation(f"the daemon {pid} outlived 'earshot watch --stop'")
-        left = [p for p in self.ours() if not wait_gone(p)]
-        found["processes"] = [_describe(p) for p in left]
-        if left:
-            self.violation(f"processes left after the daemon stopped: {found['processes']}")
-        store = self.store()
-        assert store is not None
-        temps = [*self.root.rglob(".earshot-tmp-*"), *self.home.rglob(".earshot-tmp-*")]
-        temps += [p for p in self.home.rglob("*.tmp")]
-        found["temp_files"] = [str(p) for p in temps]
-        if temps:
-            self.violation(f"temp files left: {found['temp_files'][:5]}")
-        for sock in [store / "watch.sock", *(self.home / "run").glob("*")]:
-            if sock.exists() or sock.is_symlink():
-                self.violation(f"the daemon's socket is left: {sock}")
-        held = [str(p) for p in self.home.rglob("*.lock") if not lock_free(p)]
-        found["locks_held"] = held
-        found["lock_files"] = len(list(self.home.rglob("*.lock")))
-        if held:
-            self.violation(f"lock files still held: {held}")
-        outside: list[Any] = []
-        for s in self.runs:
-            doc = self.json("log", "--session", s.role.session)
-            if doc.get("pending"):
-                self.violation(f"session {s.index}: log says pending {doc['pending']}")
-            outside = doc.get("outside") or []
-        # Every change was made inside a call of some session: none is the person's.
-        if outside:
-            seqs = [b["seq"] for b in outside]
-            self.violation(f"changes recorded as made outside any call: batches {seqs}")
-        found["intents"] = self.pending()
-        if found["intents"]:
-            self.violation(f"intents left: {found['intents']}")
-        fsck = self.earshot("fsck", "--json")
-        found["fsck"] = "clean" if fsck.returncode == 0 else fsck.stdout[-800:]
-        if fsck.returncode != 0:
-            self.violation(f"fsck -> {fsck.returncode}: {fsck.stdout[-800:]}")
-        check = self.earshot("sessions", "check", "--json")
-        if check.returncode != 0:
-            self.violation(f"sessions check -> {check.returncode}: {check.stdout[-800:]}")
-        # What the commands just run started (none records: no daemon again).
-        if self.daemon_pid() is not None:
-            self.violation("a read-only command started the daemon again")
+        sessions = [s.role.session for s in self.runs]
+        found, problems = leftovers(self.earshot, self.root, self.home, sessions, doc.get("pid"))
         self.report.leftovers = found
-
-    def pending(self) -> list[dict[str, Any]]:
-        from earshot.agent.core.records import TABLES
-        from earshot.cas.project import Project
-
-        with Project(self.root, home=self.home, extra_tables=TABLES) as project:
-            return [i.to_json() for i in project.intents.pending()]
+        for problem in problems:
+            self.violation(problem)
 
 
 def _holds(folder: str, paths: set[str]) -> bool:
@@ -583,77 +478,6 @@ def _short(entry: tuple[object, ...] | None) -> str:
     if entry[0] == "file":
         return f"file {entry[1]:o} {entry[2]!r:.60}"
     return " ".join(str(x) for x in entry)
-
-
-def _describe(pid: int) -> str:
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        cmd = "?"
-    return f"{pid}: {cmd[:160]}"
-
-
-def rss_kib(pid: int) -> int | None:
-    """A process's resident set (VmRSS), in KiB; None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def wait_gone(pid: int, timeout: float = GONE_WITHIN_S) -> bool:
-    """Wait for a process (not necessarily a child) to exit, on its pidfd."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        ready, _, _ = select.select([fd], [], [], timeout)
-        return bool(ready) or _zombie(pid)
-    finally:
-        os.close(fd)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
-def lock_free(path: Path) -> bool:
-    """Whether no process holds a flock on ``path``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def wait_lock_free(path: Path, timeout: float = GONE_WITHIN_S) -> None:
-    """Block until the flock on ``path`` can be taken (then let it go at once)."""
-    done = threading.Event()
-
-    def take() -> None:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        finally:
-            os.close(fd)
-            done.set()
-
-    threading.Thread(target=take, daemon=True).start()
-    done.wait(timeout)
 
 
 def run_soak(
@@ -688,7 +512,10 @@ def run_soak(
 
 def lines(report: Report) -> Iterator[str]:
     yield f"sessions: {report.sessions} ({', '.join(report.roles[: report.sessions])})"
-    yield f"batches: {report.batches} ({report.calls} calls, {report.windows} windows)"
+    yield (
+        f"batches: {report.batches} ({report.calls} calls, {report.failed_calls} failed,"
+        f" {report.windows} windows)"
+    )
     yield f"undos checked: {report.undos} ({report.batches_undone} batches undone)"
     yield (
         f"said and left by design: {report.kept_ambiguous} ambiguous creations kept, "

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from soak import RSS_BOUND_MIB, run_soak
+from soak import run_soak
 from soak_agents import ROLES
+from soak_checks import RSS_BOUND_MIB
 
 
 @pytest.mark.slow
