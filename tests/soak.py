@@ -86,6 +86,8 @@ class Report:
     #: Agents' tool calls that failed: an edit whose line another session's undo
     #: took back (the agent is told, as its tool would say).
     failed_calls: int = 0
+    #: ``earshot`` processes run (hook events, commands, checks): the daemon's load.
+    processes: int = 0
     windows: int = 0
     undos: int = 0
     batches_undone: int = 0
@@ -180,6 +182,8 @@ class Soak:
         return env
 
     def earshot(self, *args: str) -> subprocess.CompletedProcess[str]:
+        with self.lock:
+            self.report.processes += 1
         return subprocess.run(
             [str(EARSHOT), *args],
             cwd=self.root,
@@ -440,6 +444,7 @@ class Soak:
                 self.violation(f"session {s.index} ({s.role.name}) end: {exc}")
             self.report.calls += s.role.calls
             self.report.failed_calls += s.role.failed
+            self.report.processes += s.role.processes
             self.report.warnings += [f"s{s.index}: {m}" for m in s.role.messages]
         self.report.batches = self.done
         with self.lock:
@@ -516,6 +521,7 @@ def lines(report: Report) -> Iterator[str]:
         f"batches: {report.batches} ({report.calls} calls, {report.failed_calls} failed,"
         f" {report.windows} windows)"
     )
+    yield f"earshot processes: {report.processes}"
     yield f"undos checked: {report.undos} ({report.batches_undone} batches undone)"
     yield (
         f"said and left by design: {report.kept_ambiguous} ambiguous creations kept, "

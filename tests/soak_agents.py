@@ -47,6 +47,8 @@ class Role:
         #: What the hooks or chat said that a person would see (warnings).
         self.messages: list[str] = []
         self.calls = 0
+        #: ``earshot`` processes this session started (hook events among them).
+        self.processes = 0
         #: Calls whose tool failed: an edit whose line another session's undo took back.
         self.failed = 0
 
@@ -58,6 +60,7 @@ class Role:
         """The session's end (an agent's SessionEnd)."""
 
     def earshot(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        self.processes += 1
         return subprocess.run(
             [str(EARSHOT), *args],
             cwd=self.root,
@@ -120,6 +123,7 @@ class ChatRole(Role):
             args += ["--allow", "bash,write_file,edit", "--json"]
             if self.session:
                 args += ["--resume", self.session]
+            self.processes += 1
             done = subprocess.run(
                 [str(EARSHOT), *args],
                 cwd=self.root,
@@ -168,6 +172,7 @@ class HookRole(Role):
         self.closed = False
 
     def send(self, event: str, **fields: Any) -> HookRun:
+        self.processes += 1
         ran = self.agent.send(event, **fields)
         if ran.rc != 0:
             raise RuntimeError(f"hook {event} -> {ran.rc}: {ran.stderr.strip()}")

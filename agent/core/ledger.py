@@ -96,8 +96,8 @@ _KNOWN_WRITES = frozenset({"write_file", "edit"})
 
 def mark_ambiguous(lines: Sequence[Change], calls: Sequence[dict[str, Any]]) -> list[Change]:
     """The ledger of a batch that ran beside another session's: whatever a tree
-    diff found (a command's changes, a restage's) may be the other's; what a
-    write_file or edit wrote is its own."""
+    diff found (a command's changes, a restage's, an agent's call's) may be the
+    other's; what earshot's own write_file or edit wrote is its own."""
 
     def found_by_diff(line: Change) -> bool:
         if not isinstance(line.by, int):

@@ -1,10 +1,11 @@
 """Changes made outside any call: by the person, another tool, or a process a
 command left running, between one batch and the next.
 
-Every batch that ends knowing the tree exactly leaves that state behind
-(``records.Settled``). When the next batch begins on an exact picture of the
-tree (a walk, or the watch daemon's word), what differs from the settled
-state changed outside any call. So does what a restage between two calls of
+Every batch that ends knowing the tree exactly, and ran beside no other
+session's batch, leaves that state behind (``records.Settled``). When the
+next batch begins on an exact picture of the tree (a walk, or the watch
+daemon's word), what differs from the settled state changed outside any
+call. So does what a restage between two calls of
 one batch finds. Either is committed at once, before the call runs, as a
 batch of its own: one of the pseudo-session ``outside``, undone by its number
 like any batch (``earshot undo --session outside``), never by a session's

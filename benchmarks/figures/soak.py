@@ -57,7 +57,8 @@ class Soak:
         report = json.loads(done.stdout)
         note = (
             f"{report['sessions']} sessions ({', '.join(report['roles'][: report['sessions']])}), "
-            f"{report['calls']:,} calls; {report['kept_ambiguous']} ambiguous creations kept and "
+            f"{report['calls']:,} calls, {report['processes']:,} earshot processes; "
+            f"{report['kept_ambiguous']} ambiguous creations kept and "
             f"{report['restored_by_others']} paths restored by another session's undo, "
             "as two sessions at once do; seed 1"
         )
