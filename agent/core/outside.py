@@ -5,13 +5,13 @@ Every batch that ends knowing the tree exactly, and ran beside no other
 session's batch, leaves that state behind (``records.Settled``). When the
 next batch begins on an exact picture of the tree (a walk, or the watch
 daemon's word), what differs from the settled state changed outside any
-call. So does what a restage between two calls of
-one batch finds. Either is committed at once, before the call runs, as a
-batch of its own: one of the pseudo-session ``outside``, undone by its number
-like any batch (``earshot undo --session outside``), never by a session's
-undo. A change made while a process group that a session's command left
-running is still alive is that session's: a batch of it, or lines of the
-batch that left it running. Nothing here changes a file; it only records.
+call. So does what a restage between two calls of one batch finds. Either
+is committed at once, before the call runs, as a batch of its own: one of
+the pseudo-session ``outside``, undone by its number like any batch
+(``earshot undo --session outside``), never by a session's undo. A change
+made while a process group that a session's command left running is still
+alive is that session's: a batch of it, or lines of the batch that left it
+running. Nothing here changes a file; it only records.
 
 What cannot be told apart is left as before: another session's batch
 running, a tree not known exactly (no watcher and over the restage budget),
