@@ -83,6 +83,8 @@ class Planner:
         self.shared = list(shared)
         self.rng = random.Random(seed)
         self.lines = 0
+        #: The path of the batch's first change, which the rest leaves in place.
+        self.keep = ""
 
     def line(self, batch: int) -> str:
         """A line no other line contains (fixed widths, a running number)."""
@@ -94,6 +96,9 @@ class Planner:
         rng = self.rng
         fresh = rng.random() < 0.5 or not tree.files
         ops = [self._create(tree, batch) if fresh else self._append(tree, batch)]
+        # What the first one made stays: a batch that made a file and removed
+        # it again changed nothing, and undo rightly steps over such a batch.
+        self.keep = ops[0].path
         for _ in range(rng.randrange(4)):
             op = self._other(tree, batch, rng.choice(KINDS))
             if op is not None:
@@ -140,10 +145,14 @@ class Planner:
             tree.files[path] = tree.files[path].replace(f"{old}\n", f"{new}\n", 1)
             return Op("edit", path, new, old)
         if kind == "delete":
+            if path == self.keep:
+                return None
             del tree.files[path]
             return Op("delete", path)
         if kind == "rmtree":
-            inner = sorted(d for d in tree.dirs if d != self.own)
+            inner = sorted(
+                d for d in tree.dirs if d != self.own and not self.keep.startswith(f"{d}/")
+            )
             if not inner:
                 return None
             gone = rng.choice(inner)
@@ -153,6 +162,8 @@ class Planner:
             tree.dirs -= {d for d in tree.dirs if d == gone or d.startswith(f"{gone}/")}
             return Op("rmtree", gone)
         if kind == "move":
+            if path == self.keep:
+                return None
             dst = f"{rng.choice(sorted(tree.dirs))}/m{batch:04d}-{self.lines:05d}.txt"
             self.lines += 1
             tree.files[dst] = tree.files.pop(path)
