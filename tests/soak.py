@@ -20,10 +20,12 @@ Checked:
    at once"), and each must be said: a creation a batch beside another
    session's made is *ambiguous* (kept, listed as such by the undo), and an
    undo of another session restores what its own batches' ledgers hold as
-   ambiguous (another session's change among them) and lists it. Nothing
-   else may differ; the shared files never change; an undo restores or
-   deletes outside the session's directory only what its undone batches'
-   ledgers hold as ambiguous.
+   ambiguous (another session's change among them) and lists it; where
+   that brought back a file this session moved away, the move's other half
+   is kept by this session's undo, and listed as kept. Nothing else may
+   differ; the shared files never change; an undo restores or deletes
+   outside the session's directory only what its undone batches' ledgers
+   hold as ambiguous.
 2. The daemon's memory stays flat: its VmRSS is sampled after every batch;
    from the end of its warm-up (the first tenth of the run's batches it
    served) to its last sample it may grow by at most ``RSS_BOUND_MIB``
@@ -401,6 +403,16 @@ class Soak:
                 self.violation(f"{who}: the undo touched {path}, not an ambiguous line of its own")
         elsewhere = self.restored_by_others(s, taken)
         kept = set(doc["ambiguous"])
+        # Another session's undo brought back what these batches moved away (an
+        # ambiguous deletion of its ledger): the move's other half is kept, and
+        # said (deleted only where a call is proven to have made it).
+        back = {now[p][2] for p in now if _near(p, elsewhere) and now[p][0] == "file"}
+        halves = {
+            k["path"]
+            for k in doc["kept"]
+            if k["path"] not in before and now.get(k["path"], ("",))[0] == "file"
+            if now[k["path"]][2] in back
+        }
         for path in sorted(set(before) | set(now)):
             if before.get(path) == now.get(path):
                 continue
@@ -408,9 +420,9 @@ class Soak:
                 with self.lock:
                     self.report.kept_ambiguous += 1
                 continue
-            if path not in before and now[path][0] == "dir" and _holds(path, kept):
-                continue  # a folder the batches made, kept for an ambiguous creation in it
-            if _near(path, elsewhere):
+            if path not in before and now[path][0] == "dir" and _holds(path, kept | halves):
+                continue  # a folder the batches made, kept for what is kept in it
+            if _near(path, elsewhere) or path in halves:
                 with self.lock:
                     self.report.restored_by_others += 1
                 continue
