@@ -75,7 +75,8 @@ class Intent:
                 dict(doc["doc"]),
                 None if holder is None else (int(holder[0]), _opt_int(holder[1])),
             )
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # Overflow: a pid of 1e999
+        # IndexError: a holder of no items; OverflowError: a pid of 1e999.
+        except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
             raise CorruptRecord(f"intent {doc.get('id', '?')}", f"missing field {exc}") from None
 
 

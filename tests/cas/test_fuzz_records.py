@@ -24,8 +24,15 @@ from earshot.cas.location import Codec, CorruptObject, Location, ObjectType
 from earshot.cas.objects import decode_chunks, encode_chunks
 from earshot.cas.sealed import CorruptRecord, seal, seal_json, unseal, unseal_json
 from earshot.cas.snapshot import CorruptSnapshot, Snapshot, decode_snapshot, encode_snapshot
-from earshot.cas.tree import CorruptTree, Ident, Kind, TreeEntry, Unrecorded, decode_tree
-from earshot.cas.tree import encode_tree as encode_tree
+from earshot.cas.tree import (
+    CorruptTree,
+    Ident,
+    Kind,
+    TreeEntry,
+    Unrecorded,
+    decode_tree,
+    encode_tree,
+)
 from earshot.cas.varint import Truncated, decode_uvarint, encode_uvarint
 
 DIGEST = Digest(bytes(range(32)))
@@ -190,6 +197,7 @@ intent_docs = st.builds(
 @example([])
 @example({"id": "a", "kind": "k", "started_ns": 1e999, "pid": 1, "doc": {}})
 @example({"id": "a", "kind": "k", "started_ns": 1, "pid": 1, "doc": {}, "holder": [1, 1e999]})
+@example({"id": "0", "kind": "batch", "started_ns": 0, "pid": 1, "doc": {}, "holder": []})
 def test_an_intent_whose_record_is_sealed_but_not_an_intent_is_listed_as_damaged(
     doc: object,
 ) -> None:
