@@ -237,9 +237,14 @@ def without_trust(text: str, keys: list[str], project: str | None) -> str:
     drops: list[tuple[str, ...]] = []
     state = _table(expected, "hooks", "state") or {}
     for key in keys:
-        if key in state:
-            del state[key]
-            drops.append(("hooks", "state", key))
+        entry = state.get(key)
+        # The hash is earshot's; anything else Codex keeps beside it stays.
+        if isinstance(entry, dict) and "trusted_hash" in entry:
+            del entry["trusted_hash"]
+            drops.append(("hooks", "state", key, "trusted_hash"))
+            if not entry:
+                del state[key]
+                drops.append(("hooks", "state", key))
     projects = _table(expected, "projects") or {}
     if project is not None and isinstance(projects.get(project), dict):
         entry = projects[project]
@@ -286,9 +291,11 @@ def _no_longer_tail(text: str, out: str) -> str:
 
 def _was_made(plain: dict[str, Any], path: tuple[str, ...], drops: list[tuple[str, ...]]) -> bool:
     """Whether the table at ``path`` held only what earshot drops (so it goes too)."""
-    table = _table(plain, *path)
-    if not table:
-        return False  # none, or empty before this uninstall: the person's
+    table: Any = plain
+    for key in path:
+        table = table.get(key) if isinstance(table, dict) else None
+    if not isinstance(table, dict) or not table:
+        return False  # none, a value, or empty before this uninstall: the person's
     return all((*path, key) in drops or _was_made(plain, (*path, key), drops) for key in table)
 
 
