@@ -60,7 +60,6 @@ class Fuzz:
         done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
         seconds = time.perf_counter() - started
         out = done.stdout
-        (ctx.scratch(NAME) / "pytest.txt").write_text(out + done.stderr)  # what failed, and why
         counts = {kind: int(n) for n, kind in _SUMMARY.findall(out.splitlines()[-1] if out else "")}
         examples = sum(int(n) for n in _PASSING.findall(out))
         failures = counts.get("failed", 0) + counts.get("error", 0)
@@ -76,9 +75,10 @@ class Fuzz:
         record(NAME, "fuzz_examples", tree.key, "earshot", examples, "count", note=note)
         record(NAME, "fuzz_failures", tree.key, "earshot", failures, "count", note=note)
         record(NAME, "fuzz_seconds", tree.key, "earshot", seconds, note=note)
+        # What failed, and how to run just that example again (the work directory goes).
         for line in out.splitlines():
-            if line.startswith(("FAILED", "ERROR")):
-                ctx.progress.step(f"{line} (see {ctx.work / NAME / 'pytest.txt'})")
+            if line.startswith(("FAILED", "ERROR")) or "@reproduce_failure(" in line:
+                ctx.progress.say(f"fuzz: {line.strip()}")
 
 
 FIGURE = Fuzz()
