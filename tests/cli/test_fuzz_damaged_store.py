@@ -1,13 +1,12 @@
 """A real store's LMDB pages damaged at random, then read: every command works, or
-says in one line that the store is damaged and to run fsck; never a traceback,
-never a crash on a signal (LMDB reads the file through a map: a page pointing
-outside it could fault).
+says in one line that the store is damaged and to run fsck; never a traceback.
+fsck never dies by a signal; another command may, where LMDB itself does
+(``damaged_or_refused`` says when).
 
 test_cli_store.py flips each page's flags byte in turn; here the bytes are
 many and anywhere in a page (its header, its node pointers, its nodes), in
 branch, leaf and overflow pages and in the meta pages LMDB starts from. Each
-example runs the real script four times, so the profile's count is cut to a
-tenth.
+example runs the real script four times, so the profile's count is cut to 6%.
 """
 
 from __future__ import annotations
@@ -109,12 +108,10 @@ flips = st.lists(
 )
 
 
-@examples(0.1)
+@examples(0.06)
 @given(pages, st.integers(0, 10**6), flips)
 @example("meta", 0, [(20, 0x01)])  # the meta page's format version: py-lmdb's own check
-@example("meta", 1, [(16, 0xFF), (17, 0xFF)])  # its magic
 @example("branch", 0, [(12, 0xFF), (14, 0xFF)])  # lower and upper bounds of its nodes
-@example("leaf", 0, [(16, 0x40), (17, 0x10)])  # its first node's offset
 @example("leaf", 0, [(0, 0x01)])  # its own page number: the next write through it aborts
 @example("leaf", 21, [(17, 0xC0)])  # its first node past the end of the file: SIGBUS
 def test_a_store_with_damaged_pages_is_read_or_refused_in_one_line(

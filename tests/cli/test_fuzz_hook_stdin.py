@@ -2,7 +2,7 @@
 prints one JSON answer or nothing on stdout (a message the agent shows the
 person when the event cannot be read), and never a traceback.
 
-Each example runs the real script, so the profile's count is cut to a tenth.
+Each example runs the real script, so the profile's count is cut to a fifth.
 """
 
 from __future__ import annotations
