@@ -65,6 +65,18 @@ def fail(message: str, code: int = EXIT_ERROR, kind: str = "error") -> NoReturn:
     sys.exit(code)
 
 
+def _next_step(exc: BaseException) -> str:
+    """An error's line, with what to do next where the error cannot say it: an
+    object the store's records name but it does not hold, or holds damaged, is
+    damage fsck lists (a page of the index lost, a flipped byte)."""
+    from earshot.cas.location import CorruptObject
+    from earshot.cas.objects import MissingObject
+
+    if isinstance(exc, MissingObject | CorruptObject):
+        return f"{exc}; run 'earshot fsck'"
+    return str(exc)
+
+
 def error_kind(exc: BaseException) -> str:
     """``RootTooWide`` -> ``root_too_wide``: an error's code in ``--json``."""
     name = type(exc).__name__
@@ -190,7 +202,7 @@ def _project_command(func: F, finish: bool) -> F:
                     kwargs["settled"] = settled
                 return func(project=project, as_json=as_json, **kwargs)
         except EarshotError as exc:
-            fail(str(exc), exc.exit_code, error_kind(exc))
+            fail(_next_step(exc), exc.exit_code, error_kind(exc))
         except BrokenPipeError:
             raise  # the reader went away (a pager quit at once): click ends quietly
         except OSError as exc:
