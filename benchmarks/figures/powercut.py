@@ -10,19 +10,18 @@ It is a count, not a timing, so it runs once, on the plan's first tree.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from benchmarks.suite.plan import Plan
+from benchmarks.suite.procs import harness_report
 from benchmarks.suite.runner import Context, Tree
 from benchmarks.suite.trees import TreeSpec
 
 NAME = "powercut"
 FULL = 1000  # crash states (about 3 s each on two cores)
-QUICK = 9  # one per operation
+QUICK = 10  # one per operation (tests/powercut.py POWER_OPERATIONS)
 EXPLORER = Path(__file__).resolve().parents[2] / "tests" / "powercut.py"
 
 
@@ -42,15 +41,9 @@ class PowerCut:
         work = ctx.scratch("powercut")
         argv = [sys.executable, str(EXPLORER), "--states", str(states), "--per-run", "8"]
         argv += ["--jobs", str(os.cpu_count() or 1)]
-        done = subprocess.run(
-            [*argv, "--seed", "1", "--work", str(work), "--json"],
-            capture_output=True,
-            text=True,
-            check=False,
+        report = harness_report(
+            [*argv, "--seed", "1", "--work", str(work), "--json"], "the power-cut explorer"
         )
-        if not done.stdout.strip():
-            raise RuntimeError(f"the power-cut explorer failed: {done.stderr.strip()[-500:]}")
-        report = json.loads(done.stdout)
         note = (
             f"{report['runs']} traced runs, {report['ops_traced']:,} file-system operations, "
             f"{report['barriers']} barriers; names={report['names']}, seed {report['seed']}"

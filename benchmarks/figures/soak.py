@@ -14,13 +14,12 @@ runs once, on the plan's first tree.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from benchmarks.suite.plan import Plan
+from benchmarks.suite.procs import harness_report
 from benchmarks.suite.runner import Context, Tree
 from benchmarks.suite.trees import TreeSpec
 
@@ -46,15 +45,7 @@ class Soak:
         ctx.progress.step(f"{SESSIONS} sessions x {batches} batches at once, each undo checked")
         work = ctx.scratch("soak")
         argv = [sys.executable, str(SOAK), "--sessions", str(SESSIONS), "--batches", str(batches)]
-        done = subprocess.run(
-            [*argv, "--seed", "1", "--work", str(work), "--json"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if not done.stdout.strip():
-            raise RuntimeError(f"the soak failed: {done.stderr.strip()[-500:]}")
-        report = json.loads(done.stdout)
+        report = harness_report([*argv, "--seed", "1", "--work", str(work), "--json"], "the soak")
         note = (
             f"{report['sessions']} sessions ({', '.join(report['roles'][: report['sessions']])}), "
             f"{report['calls']:,} calls, {report['processes']:,} earshot processes; "

@@ -11,9 +11,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def rss_mib(pid: int) -> float:
@@ -53,3 +56,16 @@ def script_python(exe: str) -> str:
     if Path(words[0]).name == "env" and len(words) > 1:
         return words[1]
     return words[0]
+
+
+def harness_report(argv: list[str], what: str) -> dict[str, Any]:
+    """Run a tests/ harness that prints its report as one JSON document (``--json``).
+
+    Its exit code says whether it found violations, which the report lists:
+    only a run that printed no report is an error.
+    """
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if not done.stdout.strip():
+        raise RuntimeError(f"{what} failed: {done.stderr.strip()[-500:]}")
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
