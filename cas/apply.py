@@ -42,6 +42,7 @@ CHANGED_SINCE_PLANNED = "changed since it was planned; kept"
 STAGED_FILES = 1000
 STAGED_BYTES = 64 << 20
 _renameat2: Callable[..., int] | None = None
+_syncfs: Callable[[int], int] | None = None
 
 
 def rename_noreplace(from_fd: int, from_name: bytes, to_fd: int, to_name: bytes) -> None:
@@ -80,10 +81,15 @@ def sync_file_system(fd: int) -> None:
     One call, where an fsync per file would cost a disk flush each; where
     the C library lacks it, ``sync`` (every file system) does the same.
     """
-    libc = ctypes.CDLL(None, use_errno=True)
-    function = getattr(libc, "syncfs", None)
-    if function is None or function(fd) != 0:
+    global _syncfs
+    if _syncfs is None:
+        _syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None) or _no_syncfs
+    if _syncfs(fd) != 0:
         os.sync()
+
+
+def _no_syncfs(_fd: int) -> int:
+    return -1
 
 
 def sync_file_system_at(path: str) -> None:
