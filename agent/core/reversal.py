@@ -384,6 +384,11 @@ class Reverter:
             rmdirs: set[str] = set(plan.rmdirs)
             for path in impact.deleted + [source for source, _ in impact.moved]:
                 self._created_dirs(reader, rev.anchor_tree, path, plan, rmdirs)
+            for step in rev.steps:
+                if self._made_and_gone(rev, step, currents[step.path], force):
+                    parent = step.path.rpartition("/")[0]
+                    if parent and is_dir(reader, now_tree, parent):
+                        self._created_dirs(reader, rev.anchor_tree, step.path, plan, rmdirs)
         self._keep_dirs_left_full(plan, impact)
         impact.removed_dirs = sorted(plan.rmdirs)
         return plan
@@ -508,6 +513,20 @@ class Reverter:
             name = parts[depth - 1].encode("utf-8", "surrogateescape")
             plan.mkdirs.append((parent, TreeEntry(name, Kind.DIR, mode, 0, None)))
             planned.add(parent)
+
+    @staticmethod
+    def _made_and_gone(rev: Reversal, step: Step, current: State | None, force: bool) -> bool:
+        """A path a call of the batches made and the batches took away again (written,
+        then moved out): no step of its own is left to revert, but the directories
+        made for it are still the batches' (absent before them, found by
+        ``_created_dirs``; removed only if empty then)."""
+        return (
+            step.restore_to is None
+            and step.expect is None
+            and current is None
+            and (step.by_call or not rev.deletions_need_call)
+            and (not step.ambiguous or force)
+        )
 
     def _created_dirs(
         self,

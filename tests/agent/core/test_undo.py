@@ -135,6 +135,41 @@ def test_a_long_lived_engine_never_deletes_a_file_the_user_created_between_batch
     assert (lib.root / "user.txt").read_text() == "mine\n"
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        ("write", "new/deep/f.txt"),  # earshot's write_file makes the parents
+        ("bash", "mkdir -p new/deep && echo x > new/deep/f.txt"),
+    ],
+)
+def test_undo_removes_the_directories_its_batches_made_for_a_file_they_moved_away(
+    cli: Any, root: Path, make: tuple[str, str]
+) -> None:
+    sid = cli.new_session()
+    if make[0] == "write":
+        cli.run("write", make[1], stdin="x\n", session=sid)
+    else:
+        cli.run("bash", make[1], session=sid)
+    cli.run("bash", "mv new/deep/f.txt moved.txt", session=sid)
+    doc = cli.json("undo", "2", session=sid)
+    assert doc["deleted"] == ["moved.txt"]
+    assert sorted(doc["removed_dirs"]) == ["new", "new/deep"]
+    assert sorted(p.name for p in root.iterdir() if p.name != ".git") == []
+
+
+def test_undo_keeps_a_directory_its_batches_made_that_now_holds_the_persons_file(
+    cli: Any, root: Path
+) -> None:
+    sid = cli.new_session()
+    cli.run("write", "new/f.txt", stdin="x\n", session=sid)
+    cli.run("bash", "mv new/f.txt moved.txt", session=sid)
+    (root / "new" / "mine.txt").write_text("the person's\n")
+    doc = cli.run("undo", "2", "--json", session=sid, expect=3).json()  # 3: a path kept
+    assert doc["deleted"] == ["moved.txt"] and doc["removed_dirs"] == []
+    assert doc["kept"] == [{"path": "new", "reason": "directory not empty; kept"}]
+    assert (root / "new" / "mine.txt").read_text() == "the person's\n"
+
+
 # -- promise 3: undo overwrites only unchanged paths --------------------------------
 
 
