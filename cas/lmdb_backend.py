@@ -149,6 +149,24 @@ class StoreBusy(EarshotError):
         )
 
 
+#: The size of the record LMDB's main database keeps for each named table (MDB_db).
+_TABLE_RECORD = 48
+
+
+def _check_catalogue(txn: Any) -> None:
+    """Read every entry of LMDB's main database, the list of named tables, first.
+
+    Opening a table looks its name up there and creates it when it is not
+    found: a damaged entry would make a table the store holds look new and
+    empty (its sessions and batches gone from every listing, with nothing
+    said). Read whole (a few dozen bytes a table), a damaged entry is an
+    ``lmdb.Error``, and the store says it is damaged instead.
+    """
+    for name, record in txn.cursor():
+        if len(record) != _TABLE_RECORD or not name or not bytes(name).isascii():
+            raise lmdb.CorruptedError(f"the list of tables holds a damaged entry {bytes(name)!r}")
+
+
 class LmdbBackend:
     """Named tables in one LMDB environment (a directory)."""
 
@@ -217,6 +235,7 @@ class LmdbBackend:
             self._env.reader_check()  # clear readers left by killed processes
             self._dbs: dict[str, Any] = {}  # handle per table
             with self._env.begin(write=True) as txn:
+                _check_catalogue(txn)
                 for name in self._table_names:
                     self._dbs[name] = self._env.open_db(name.encode(), txn=txn)
         except lmdb.Error as exc:

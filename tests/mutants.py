@@ -707,6 +707,13 @@ MUTANTS = [
         "                metasync=False,\n",
         "tests/agent/core/test_powercut.py -k 'barrier_of_an_operation and snapshot'",
     ),
+    # A damaged entry in LMDB's list of tables is damage, not a new empty table.
+    (
+        "cas/lmdb_backend.py",
+        "                _check_catalogue(txn)\n",
+        "",
+        "tests/cli/test_fuzz_damaged_store.py -k damaged_pages",
+    ),
 ]
 
 
