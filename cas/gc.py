@@ -18,7 +18,7 @@ from .digest import Digest
 from .logs import get_logger
 from .objects import Location, ObjectStore, ObjectWriter
 from .progress import QUIET, Progress
-from .reach import reachable
+from .reach import reachable, reachable_blobs
 from .statcache import decode_record
 
 
@@ -40,10 +40,12 @@ def collect_garbage(
     keep: Callable[[], Iterable[Digest]],
     compact: bool = False,
     progress: Progress = QUIET,
+    keep_blobs: Callable[[], Iterable[Digest]] = tuple,
 ) -> GcReport:
-    """Drop every object not reachable from the snapshots ``keep()`` names.
+    """Drop every object not reachable from the snapshots ``keep()`` names, nor
+    among the blobs ``keep_blobs()`` names.
 
-    ``keep`` is asked once the store is held alone: no process can record a
+    Both are asked once the store is held alone: no process can record a
     snapshot (or begin an operation naming one) between the question and the
     collection. ``progress`` hears of the trees marked, then of the objects
     repacked (the live ones of packs that also hold dead ones).
@@ -54,6 +56,7 @@ def collect_garbage(
         with store.reader() as reader:
             progress.stage("marking", unit="trees")
             live = reachable(reader, keep(), set(), progress)
+            reachable_blobs(reader, keep_blobs(), live)
             by_pack: dict[int, list[tuple[Digest, Location]]] = {}
             dead: list[Digest] = []
             dead_bytes = 0

@@ -379,17 +379,21 @@ class Project:
         extra_roots: Callable[[], Iterable[Digest]] | None = None,
         compact: bool = False,
         progress: Progress = QUIET,
+        extra_blobs: Callable[[], Iterable[Digest]] = tuple,
     ) -> GcReport:
-        """Collect everything no listed snapshot (or ``extra_roots()``) reaches.
+        """Collect everything no listed snapshot (or ``extra_roots()``) reaches,
+        and no blob ``extra_blobs()`` names.
 
-        Both are read once the store is held alone (``collect_garbage``).
+        All are read once the store is held alone (``collect_garbage``).
         """
 
         def keep() -> list[Digest]:
             extra = list(extra_roots()) if extra_roots is not None else []
             return [d for d, _ in self.snapshots()] + extra
 
-        return collect_garbage(self.store, keep, compact=compact, progress=progress)
+        return collect_garbage(
+            self.store, keep, compact=compact, progress=progress, keep_blobs=extra_blobs
+        )
 
     def fsck(self, progress: Progress = QUIET) -> FsckReport:
         return check_store(self.store, progress)

@@ -30,6 +30,23 @@ def reachable(
     return live
 
 
+def reachable_blobs(
+    reader: ObjectReader, blobs: Iterable[Digest], live: set[Digest]
+) -> set[Digest]:
+    """Add to ``live`` the blobs the store holds among ``blobs`` (a chunked one with
+    its chunks); return it.
+
+    For what a record names by content alone, in no snapshot: a batch's ledger
+    keeps the state each path had before the batch's first change to it,
+    which another session's batch running beside it may have held only
+    between two of its own calls. A blob the store lacks is passed over.
+    """
+    for digest in blobs:
+        if digest not in live and reader.locate(digest) is not None:
+            _mark_blob(reader, digest, live)
+    return live
+
+
 def _mark_tree(reader: ObjectReader, tree: Digest, live: set[Digest], progress: Progress) -> None:
     stack = [tree]
     while stack:

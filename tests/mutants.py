@@ -707,6 +707,20 @@ MUTANTS = [
         "                metasync=False,\n",
         "tests/agent/core/test_powercut.py -k 'barrier_of_an_operation and snapshot'",
     ),
+    # gc keeps what a kept batch's ledger names, in no snapshot or not.
+    (
+        "cas/gc.py",
+        "            reachable_blobs(reader, keep_blobs(), live)\n",
+        "",
+        "tests/cli/test_hooks.py -k between_its_calls",
+    ),
+    # fsck names a batch whose ledger names contents the store lacks.
+    (
+        "agent/core/records.py",
+        "                problems.extend(_ledger_gaps(view, record, what))\n",
+        "",
+        "tests/agent/core/test_records_check.py",
+    ),
     # A damaged entry in LMDB's list of tables is damage, not a new empty table.
     (
         "cas/lmdb_backend.py",

@@ -195,7 +195,29 @@ def check_records(view: ReadView) -> tuple[int, list[str]]:
                         problems.append(
                             f"{what}: its state {name} ({digest.hex()[:12]}) is missing"
                         )
+                problems.extend(_ledger_gaps(view, record, what))
     return count, problems
+
+
+def _ledger_gaps(view: ReadView, batch: Batch, what: str) -> list[str]:
+    """One line if the batch's ledger names contents the store lacks (undo would
+    stop there), with the first of them."""
+    missing = [
+        (line.path, name, digest)
+        for line in batch.ledger
+        for name, state in (("before", line.before), ("after", line.after))
+        if state is not None
+        and (digest := state.digest) is not None
+        and schema.get_location(view, digest) is None
+    ]
+    if not missing:
+        return []
+    path, name, digest = missing[0]
+    more = f", and {len(missing) - 1} more" if len(missing) > 1 else ""
+    return [
+        f"{what}: its ledger names contents the store lacks ({path!r} {name} it, "
+        f"{digest.hex()[:12]}{more})"
+    ]
 
 
 def upgrade_records(backend: Backend) -> int:

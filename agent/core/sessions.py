@@ -69,7 +69,7 @@ def start_session_upkeep(project: Project) -> None:
     """
     if prune_sessions(project):
         with contextlib.suppress(StoreBusy):
-            project.gc(extra_roots=lambda: kept_roots(project))
+            collect_kept(project)
 
 
 def busy_sessions(project: Project) -> set[str]:
@@ -139,6 +139,22 @@ def batch_roots(project: Project) -> list[Digest]:
     return roots
 
 
+def ledger_blobs(project: Project) -> set[Digest]:
+    """Every content a kept batch's ledger names, before and after: undo brings the
+    before back. Most are in the batch's snapshots; a state another session's
+    batch held only between two of its calls is in none, and gc must keep it
+    too."""
+    blobs: set[Digest] = set()
+    with project.store.backend.read() as view:
+        for record in all_sessions(view, outside=True):
+            for batch in session_batches(view, record.id):
+                for line in batch.ledger:
+                    for state in (line.before, line.after):
+                        if state is not None and state.digest is not None:
+                            blobs.add(state.digest)
+    return blobs
+
+
 def intent_roots(project: Project) -> list[Digest]:
     """Every snapshot an operation not ended yet refers to: the state it began
     from, and each state an agent's open batch noted (``external``'s "state"
@@ -171,4 +187,14 @@ def collect(
 ) -> GcReport:
     """Retention, then gc: prune old sessions' batches, keep every snapshot still named."""
     prune_sessions(project, keep_sessions)
-    return project.gc(extra_roots=lambda: kept_roots(project), compact=compact, progress=progress)
+    return collect_kept(project, compact=compact, progress=progress)
+
+
+def collect_kept(project: Project, compact: bool = False, progress: Progress = QUIET) -> GcReport:
+    """gc keeping what the kept sessions, batches and open operations need."""
+    return project.gc(
+        extra_roots=lambda: kept_roots(project),
+        compact=compact,
+        progress=progress,
+        extra_blobs=lambda: ledger_blobs(project),
+    )

@@ -447,6 +447,54 @@ def test_gc_keeps_what_an_open_batch_recorded(cli: Cli, root: Path, agent: Claud
     assert (root / "f.txt").read_text() == "v1\n"
 
 
+def test_gc_keeps_what_a_batch_saw_another_sessions_batch_hold_between_its_calls(
+    cli: Cli, root: Path, agent: Claude, tmp_path: Path
+) -> None:
+    # The other session's command writes v2, waits, then v3: v2 is in none of
+    # its snapshots, nor in this batch's. This batch's second call starts on v2
+    # and writes v4, so its ledger keeps v2 as the state undo brings back.
+    import subprocess
+    import time
+
+    from earshot_cli import EARSHOT
+
+    (root / "f.txt").write_text("v1\n")
+    other = cli.new_session()
+    agent.prompt("p")
+    first = agent.new_id()  # the batch's state before it is taken at its first call
+    agent.pre("Bash", {"command": "touch g.txt"}, first)
+    (root / "g.txt").touch()
+    agent.post("Bash", {"command": "touch g.txt"}, first)
+    started, go = tmp_path / "started", tmp_path / "go"
+    command = (
+        f"echo v2 > f.txt; touch {started}; until [ -e {go} ]; do sleep 0.01; done; echo v3 > f.txt"
+    )
+    slow = subprocess.Popen(
+        [str(EARSHOT), "bash", command],
+        cwd=root,
+        env=cli.env(other),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120  # "never", on a loaded machine too
+    while not started.exists():
+        assert time.monotonic() < deadline and slow.poll() is None, "the command never wrote v2"
+        time.sleep(0.01)
+    ident = agent.new_id()
+    agent.pre("Bash", {"command": "edit"}, ident)
+    go.touch()
+    assert slow.wait(timeout=120) == 0
+    (root / "f.txt").write_text("v4\n")
+    agent.post("Bash", {"command": "edit"}, ident)
+    agent.response_end()
+    mine = log_of(cli)["session"]
+    (line,) = [c for c in log_of(cli, mine)["batches"][-1]["changes"] if c["path"] == "f.txt"]
+    cli.run("gc")
+    assert cli.run("fsck", expect=None).rc == 0
+    cli.run("undo", "--json", session=mine, expect=None)
+    assert (root / "f.txt").read_text() == "v2\n", line
+
+
 @pytest.mark.parametrize("agent_name", ["codex", "gemini"])
 def test_the_other_agents_payloads_make_batches_too(
     cli: Cli, root: Path, agent_name: str, tree: Callable[..., Any]
