@@ -121,6 +121,12 @@ def get_location(view: ReadView, digest: Digest) -> Location | None:
     return None if raw is None else Location.decode(raw, digest)
 
 
+def has_location(view: ReadView, digest: Digest) -> bool:
+    """Whether the index has an entry for ``digest``, read or not (a damaged entry
+    is the object check's to report)."""
+    return view.get(INDEX, digest) is not None
+
+
 def put_location(txn: WriteBatch, digest: Digest, location: Location) -> None:
     txn.put(INDEX, digest, location.encode())
 

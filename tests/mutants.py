@@ -707,6 +707,14 @@ MUTANTS = [
         "                metasync=False,\n",
         "tests/agent/core/test_powercut.py -k 'barrier_of_an_operation and snapshot'",
     ),
+    # An undo builds on its own session's picture, never on the head, which
+    # another session's process may have recorded meanwhile.
+    (
+        "agent/core/policy.py",
+        "        self.adopt(tree)\n",
+        "        self.adopt(self.project.read_snapshot(self.project.head_snapshot()).tree)\n",
+        "tests/cli/test_hosted.py -k watch_mark_on_a_head",
+    ),
     # gc keeps what a kept batch's ledger names, in no snapshot or not.
     (
         "cas/gc.py",

@@ -293,13 +293,15 @@ class Engine:
 
     # -- earshot's own changes (undo, redo, rewind) ---------------------------
 
-    def begin_own_changes(self) -> None:
-        """Before earshot itself changes files: adopt the watcher's picture if it vouches."""
-        self.policy.begin_own_changes()
+    def begin_own_changes(self) -> tuple[Digest | None, set[str]]:
+        """Before earshot itself changes files: the tree to record the state before
+        them on, and the paths to read again (``Policy.begin_own_changes``)."""
+        return self.policy.begin_own_changes()
 
-    def end_own_changes(self) -> None:
-        """After earshot itself changed files: fold in what the watcher saw."""
-        self.policy.end_own_changes()
+    def end_own_changes(self, tree: Digest) -> None:
+        """After earshot itself changed files, recorded as ``tree``: fold in what the
+        watcher saw."""
+        self.policy.end_own_changes(tree)
 
     # -- the intent and the commit point ----------------------------------------
 

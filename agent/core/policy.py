@@ -332,25 +332,36 @@ class Restager:
         seen = self.seen() if self.watching else None
         self.scoped(wrote | (seen or set()), "after write_file")
 
-    def begin_own_changes(self) -> None:
-        """Before earshot itself changes files (undo, redo, rewind).
+    def begin_own_changes(self) -> tuple[Digest | None, set[str]]:
+        """Before earshot itself changes files (undo, redo, rewind): what to record
+        the state before them on, as (a tree, the paths to read again on it).
 
-        Adopt the watcher's picture when it vouches, so the batch these changes
-        make can leave a watch mark and the next process need not walk the tree.
+        The believed tree, with what the watcher saw since, when the belief is
+        exact (adopting the watcher's picture first when it vouches): so the
+        batch these changes make can leave a watch mark and the next process
+        need not walk the tree. Otherwise (None, nothing): the head, which is
+        the newest snapshot of any session and is not vouched for; the
+        belief stops vouching then.
         """
         if self.belief.tree is None:
             self.vouched_start()
+        if self.belief.exact and self.belief.tree is not None and self.watching:
+            seen = self.seen()
+            if seen is not None:
+                return self.belief.tree, seen
+        self.stop_vouching()
+        return None, set()
 
-    def end_own_changes(self) -> None:
-        """After earshot itself changed files: fold in what the watcher saw."""
+    def end_own_changes(self, tree: Digest) -> None:
+        """After earshot itself changed files, recorded as ``tree`` (built on what
+        ``begin_own_changes`` gave): fold in what the watcher saw."""
         if not (self.belief.exact and self.watching):
             self.stop_vouching()
             return
-        # What earshot wrote is recorded in the head (a scoped restage of every
-        # path it touched); building on it keeps the store's counts for free.
-        head = self.project.head_snapshot()
-        if head is not None:
-            self.adopt(self.project.read_snapshot(head).tree)
+        # What earshot wrote is recorded in that tree (a scoped restage of every
+        # path it touched); building on it keeps the store's counts for free. Never
+        # the head: another session may have recorded it since, on its own picture.
+        self.adopt(tree)
         seen = self.seen()
         if seen is None:
             self.stop_vouching()

@@ -208,7 +208,7 @@ def _ledger_gaps(view: ReadView, batch: Batch, what: str) -> list[str]:
         for name, state in (("before", line.before), ("after", line.after))
         if state is not None
         and (digest := state.digest) is not None
-        and schema.get_location(view, digest) is None
+        and not schema.has_location(view, digest)
     ]
     if not missing:
         return []

@@ -44,6 +44,7 @@ from earshot.agent.core.reversal import (
     tree_of,
     undo_reversal,
 )
+from earshot.cas import faults
 from earshot.cas.apply import remove_temp_files, verify_plan
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
@@ -287,8 +288,7 @@ def _revert(
     """Revert ``rev`` and record it as a batch of its kind (see the module docstring)."""
     project = engine.project
     impact = Impact(batches=list(rev.shown), forced=force)
-    if not dry_run:
-        engine.begin_own_changes()
+    base, seen = engine.begin_own_changes() if not dry_run else (None, set())
     reverter = Reverter(engine.project, progress)
     paths = sorted({s.path for s in rev.steps})
     # Forced: a path whose content a ledger holds is recorded whatever the
@@ -296,7 +296,12 @@ def _revert(
     # as a walk judges it (a moved 70 MiB file is not read).
     forced = [s.path for s in rev.steps if _held(s.expect) or _held(s.restore_to)]
     now = project.record(
-        paths, note=f"before {rev.kind.value}", listed=False, forced=forced, progress=progress
+        sorted(set(paths) | seen),
+        base=base,
+        note=f"before {rev.kind.value}",
+        listed=False,
+        forced=forced,
+        progress=progress,
     )
     plan = reverter.plan(rev, now.snapshot.tree, impact, force)
     if dry_run:
@@ -341,7 +346,8 @@ def _revert(
                     plan.rmdirs.append(path)
     try:
         after = reverter.apply(plan, now.snapshot.tree, impact, held)
-        engine.end_own_changes()
+        faults.point("revert-applied")  # recorded, not yet committed as a batch
+        engine.end_own_changes(project.read_snapshot(after).tree)
         done = set(impact.restored) | set(impact.deleted) | done_before
         done |= {p for pair in impact.moved for p in pair}
         if resume is not None:  # what both attempts did, as the batch will say

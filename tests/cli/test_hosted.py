@@ -632,3 +632,53 @@ def test_a_hook_client_killed_while_its_worker_restages_leaves_the_call_s_change
     assert sorted(p.name for p in (root / "big").iterdir()) == sorted(
         f"f{i}.txt" for i in range(40)
     )
+
+
+def test_an_undo_leaves_no_watch_mark_on_a_head_another_process_recorded_meanwhile(
+    served: Cli, root: Path, home: Path
+) -> None:
+    # While the undo applies, another session's process records a snapshot on
+    # its own, older picture of the tree (x.txt still 1): it becomes the head.
+    # The undo must not take that for the tree on disk, nor vouch for it: the
+    # batch after it still holds x.txt as 2, as on disk.
+    from earshot.agent.core.records import TABLES
+    from earshot.cas.digest import Digest, blob_digest
+    from earshot.cas.lookup import lookup
+    from earshot.cas.project import Project
+
+    sid = served.new_session()
+    served.run("write", "x.txt", stdin="1\n", session=sid)
+    served.run("bash", "echo 2 > x.txt", session=sid)
+    served.run("write", "y.txt", stdin="y\n", session=sid)
+    first = Digest(bytes.fromhex(served.json("log", session=sid)["batches"][0]["after"]))
+    undo = subprocess.Popen(
+        [str(EARSHOT), "undo"],
+        cwd=root,
+        env=served.env(sid, EARSHOT_FAULTS="revert-applied=stop"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert undo.stderr is not None
+    said = undo.stderr.readline()
+    assert b"earshot-fault: revert-applied (stopped: pid " in said, said
+    pid = int(said.rsplit(b" ", 1)[1].rstrip(b")\n"))
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        while stat.read().rsplit(b")", 1)[1].split()[0] != b"T":  # the SIGSTOP follows
+            stat.seek(0)
+            os.sched_yield()
+    with Project(root, home=home, extra_tables=TABLES) as project:
+        older = project.read_snapshot(first).tree
+        project.record(["elsewhere.txt"], base=older, listed=False)
+    os.kill(pid, signal.SIGCONT)
+    _out, err = undo.communicate(timeout=60)
+    assert undo.returncode == 0, err
+    assert not (root / "y.txt").exists()
+    served.run("write", "z.txt", stdin="z\n", session=sid)
+    last = served.json("log", session=sid)["batches"][-1]
+    with Project(root, home=home, extra_tables=TABLES) as project, project.store.reader() as r:
+        for side in ("before", "after"):
+            tree = project.read_snapshot(Digest(bytes.fromhex(last[side]))).tree
+            entry = lookup(r, tree, "x.txt")
+            assert entry is not None and entry.digest == blob_digest(b"2\n"), side
+    assert (root / "x.txt").read_text() == "2\n"
