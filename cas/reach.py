@@ -36,10 +36,9 @@ def reachable_blobs(
     """Add to ``live`` the blobs the store holds among ``blobs`` (a chunked one with
     its chunks); return it.
 
-    For what a record names by content alone, in no snapshot: a batch's ledger
-    keeps the state each path had before the batch's first change to it,
-    which another session's batch running beside it may have held only
-    between two of its own calls. A blob the store lacks is passed over.
+    For what a higher layer's record names by content alone, in no snapshot
+    (the agent layer's ledgers: a state another writer held only for a
+    moment). A blob the store lacks is passed over.
     """
     for digest in blobs:
         if digest not in live and reader.locate(digest) is not None:
