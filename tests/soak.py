@@ -345,7 +345,10 @@ class Soak:
                 self.batch_done(j - counted)
                 counted = j
             self.park()
-            pictures[j] = (time.monotonic(), self.own_picture(s))
+            # Never while another session's undo applies: its staged files (an
+            # .earshot-tmp- name, renamed into place a moment later) are no state.
+            with self.undo_lock:
+                pictures[j] = (time.monotonic(), self.own_picture(s))
 
         s.role.window(plans, mark)
         self.batch_done(size - counted)
