@@ -440,11 +440,18 @@ def _lost() -> int:
 def _run(channel: _Channel, doc: dict[str, Any]) -> dict[str, Any]:
     """Run a batch's shell command here, as the in-process engine would."""
     from earshot.agent.core.command import run_command
-    from earshot.cas.procs import start_time
 
-    def spawned(pgid: int) -> None:
+    sock = channel.sock.fileno()
+
+    def started(pgid: int, start: int | None) -> None:
+        # In the child, before exec: the worker knows the command's group before
+        # the command can do anything, so a client killed at any instant after
+        # leaves nothing it started unknown (the worker stops the group before
+        # it records the batch). Told from here, after the spawn, a client
+        # killed first (a busy machine) left a background child running on.
+        line = lean.dumps({"op": "started", "pgid": pgid, "start": start}) + "\n"
         try:  # noqa: SIM105 - contextlib costs an import
-            channel.send({"op": "started", "pgid": pgid, "start": start_time(pgid)})
+            os.write(sock, line.encode())
         except OSError:  # a lost worker is told by the reply's failure
             pass
 
@@ -453,7 +460,7 @@ def _run(channel: _Channel, doc: dict[str, Any]) -> dict[str, Any]:
             [str(a) for a in doc["argv"]],
             str(doc["cwd"]),
             bool(doc.get("capture")),
-            on_spawn=spawned,
+            on_start=started,
         )
     except OSError as exc:  # the shell could not start: the worker raises it there
         return {"op": "ended", "oserror": [exc.errno, exc.strerror, exc.filename]}

@@ -715,6 +715,13 @@ MUTANTS = [
         "        self.adopt(self.project.read_snapshot(self.project.head_snapshot()).tree)\n",
         "tests/cli/test_hosted.py -k watch_mark_on_a_head",
     ),
+    # A hosted command's group is told to the worker from the child, before exec.
+    (
+        "cli/entry.py",
+        "            on_start=started,\n",
+        "",
+        "tests/cli/test_hosted.py -k name_the_commands_group",
+    ),
     # gc keeps what a kept batch's ledger names, in no snapshot or not.
     (
         "cas/gc.py",

@@ -388,6 +388,36 @@ def test_what_a_killed_clients_command_started_is_stopped_before_its_batch_is_re
     assert left.stdout.strip() == "", left.stdout
 
 
+def test_a_client_killed_before_it_could_name_the_commands_group_leaves_nothing_running(
+    served: Cli, tmp_path: Path
+) -> None:
+    # The client stops itself once the shell exists, before its own code runs
+    # again (as a busy machine may leave it); killed there, the worker must
+    # still know the group, and stop it before the batch is recorded.
+    sid = served.new_session()
+    ready, go = tmp_path / "ready", tmp_path / "go-after-the-batch"
+    command = (
+        f"(until [ -e {go} ]; do sleep 0.05; done; echo late > bg.txt) & touch {ready}; sleep 60.37"
+    )
+    proc = subprocess.Popen(
+        [str(EARSHOT), "bash", command],
+        cwd=served.root,
+        env=served.env(sid, EARSHOT_FAULTS="command-spawned=stop", EARSHOT_FAULTS_HOSTED="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_for(ready)
+    proc.kill()
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 90  # "never" on a loaded machine too
+    while not served.json("log", session=sid)["batches"]:
+        assert time.monotonic() < deadline, "the batch was never recorded"
+        time.sleep(0.1)
+    go.touch()
+    _gone(str(go))
+    assert not (served.root / "bg.txt").exists()
+
+
 def test_the_daemon_keeps_a_spare_worker_that_exits_with_it(served: Cli) -> None:
     # The next call's worker is forked ahead of it; a killed daemon's spare
     # sees its end of the pair close and exits, leaving nothing behind.
