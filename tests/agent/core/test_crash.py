@@ -656,3 +656,6 @@ def test_5_a_damaged_blob_stops_an_undo_before_it_touches_the_tree(
     undo = cli.run("undo", session=sid, expect=None)
     assert undo.rc != 0 and "is corrupt" in undo.stderr, str(undo)
     assert tree(root) == changed, "the undo left the tree half done"
+    # Stopped before its intent: nothing is left for the next command to finish.
+    with Project(root, home=cli.home, extra_tables=TABLES) as project:
+        assert list(project.intents.pending()) == [], "the undo began before it read its objects"
