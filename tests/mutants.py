@@ -720,7 +720,7 @@ MUTANTS = [
         "cli/entry.py",
         "            on_start=started,\n",
         "",
-        "tests/cli/test_hosted.py -k name_the_commands_group",
+        "tests/cli/test_hosted.py -k right-after-the-spawn",
     ),
     # gc keeps what a kept batch's ledger names, in no snapshot or not.
     (

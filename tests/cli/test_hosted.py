@@ -95,13 +95,16 @@ def _gone(marker: str, timeout: float = 90.0) -> None:
         time.sleep(0.05)
 
 
-def _kill_client_mid_call(served: Cli, sid: str, ready: Path, command: str) -> list[Any]:
-    """Run ``earshot bash COMMAND``, SIGKILL the client once ``ready`` exists,
-    and wait for the worker to record the batch (a hang-up); the batches."""
+def _kill_client_mid_call(
+    served: Cli, sid: str, ready: Path, command: str, **env: str
+) -> list[Any]:
+    """Run ``earshot bash COMMAND`` (``env`` added), SIGKILL the client once
+    ``ready`` exists, and wait for the worker to record the batch (a hang-up);
+    the batches."""
     proc = subprocess.Popen(
         [str(EARSHOT), "bash", command],
         cwd=served.root,
-        env=served.env(sid),
+        env=served.env(sid, **env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -366,8 +369,19 @@ def test_a_daemon_that_runs_nothing_leaves_the_call_to_run_here(
     assert len(cli.json("log", session=sid)["batches"]) == 1
 
 
+@pytest.mark.parametrize(
+    "faults",
+    [
+        {},
+        # The client stops itself once the shell exists, before its own code
+        # runs again (as a busy machine may leave it): killed there, the worker
+        # must still know the group.
+        {"EARSHOT_FAULTS": "command-spawned=stop", "EARSHOT_FAULTS_HOSTED": "1"},
+    ],
+    ids=["mid-call", "right-after-the-spawn"],
+)
 def test_what_a_killed_clients_command_started_is_stopped_before_its_batch_is_recorded(
-    served: Cli, tmp_path: Path
+    served: Cli, tmp_path: Path, faults: dict[str, str]
 ) -> None:
     # The shell dies with its client; a background child it started would
     # write later, into no batch. The worker stops the group first.
@@ -378,7 +392,8 @@ def test_what_a_killed_clients_command_started_is_stopped_before_its_batch_is_re
     command = (
         f"(until [ -e {go} ]; do sleep 0.05; done; echo late > bg.txt) & touch {ready}; sleep 60.31"
     )
-    assert _kill_client_mid_call(served, sid, ready, command), "the batch was never recorded"
+    batches = _kill_client_mid_call(served, sid, ready, command, **faults)
+    assert batches, "the batch was never recorded"
     go.touch()
     # The shell and its background subshell hold the path in their command
     # line; both gone (a survivor goes only after writing bg.txt), nothing late.
@@ -386,36 +401,6 @@ def test_what_a_killed_clients_command_started_is_stopped_before_its_batch_is_re
     assert not (served.root / "bg.txt").exists()
     left = subprocess.run(["pgrep", "-f", "sleep 60.31"], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
-
-
-def test_a_client_killed_before_it_could_name_the_commands_group_leaves_nothing_running(
-    served: Cli, tmp_path: Path
-) -> None:
-    # The client stops itself once the shell exists, before its own code runs
-    # again (as a busy machine may leave it); killed there, the worker must
-    # still know the group, and stop it before the batch is recorded.
-    sid = served.new_session()
-    ready, go = tmp_path / "ready", tmp_path / "go-after-the-batch"
-    command = (
-        f"(until [ -e {go} ]; do sleep 0.05; done; echo late > bg.txt) & touch {ready}; sleep 60.37"
-    )
-    proc = subprocess.Popen(
-        [str(EARSHOT), "bash", command],
-        cwd=served.root,
-        env=served.env(sid, EARSHOT_FAULTS="command-spawned=stop", EARSHOT_FAULTS_HOSTED="1"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _wait_for(ready)
-    proc.kill()
-    proc.wait(timeout=10)
-    deadline = time.monotonic() + 90  # "never" on a loaded machine too
-    while not served.json("log", session=sid)["batches"]:
-        assert time.monotonic() < deadline, "the batch was never recorded"
-        time.sleep(0.1)
-    go.touch()
-    _gone(str(go))
-    assert not (served.root / "bg.txt").exists()
 
 
 def test_the_daemon_keeps_a_spare_worker_that_exits_with_it(served: Cli) -> None:
