@@ -17,6 +17,7 @@ import click
 from earshot.cas.project import Project
 
 from . import completion, render
+from .cmd_remote import check_remote, or_remote, prune_remote
 from .common import (
     configure_logging,
     discovered,
@@ -49,7 +50,19 @@ def forget(project: Project, as_json: bool, snapshot_ids: tuple[str, ...]) -> No
     render.emit({"forgotten": [d.hex() for d in digests]}, f"forgot {count} snapshots", as_json)
 
 
+def _grace_option(func: F) -> F:
+    return click.option(
+        "--grace",
+        "remote_grace",
+        type=click.FloatRange(min=0),
+        metavar="SECONDS",
+        help="With --remote: keep packs younger than this (default 3600: a push "
+        "still sending may not have named them yet).",
+    )(func)
+
+
 @click.command()
+@or_remote(prune_remote, _grace_option)
 @click.option("--compact", is_flag=True, help="Also rewrite the store file to its live size.")
 @project_command
 def gc(project: Project, as_json: bool, compact: bool) -> None:
@@ -100,6 +113,7 @@ def _pages_first(func: F) -> F:
 
 
 @click.command()
+@or_remote(check_remote)
 @unless_recorded(_nothing_to_check)
 @_pages_first
 @click.option(

@@ -1,0 +1,356 @@
+"""push, pull and clone: sessions between a root's store and a remote.
+
+A push sends what the remote lacks, then one new reference per session,
+last: a push cut at any instant leaves the remote naming nothing missing,
+and the next push finds what arrived (the index files written after each
+pack) and sends only the rest. A push refuses a session whose remote state
+holds batches or log lines this root lacks (pushed from elsewhere): pull
+first. Two pushes at once each write a reference of their own; neither
+overwrites the other.
+
+A pull fetches the newest state of a session (the one reference no other
+holds), every object checked, then writes the log and last the records: the
+session is there whole or not at all. A local session that holds something
+the remote lacks is refused as diverged, never overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import blake3
+
+from earshot.agent.core.conversation import log_dir, log_path
+from earshot.agent.core.records import (
+    OUTSIDE,
+    TABLES,
+    SessionRecord,
+    all_sessions,
+    get_batch,
+    put_batch,
+    put_session,
+)
+from earshot.cas import faults
+from earshot.cas.digest import Digest, blob_digest
+from earshot.cas.errors import EarshotError
+from earshot.cas.progress import QUIET, Progress
+from earshot.cas.project import Project
+from earshot.cas.remote import locks
+from earshot.cas.remote.repository import RefName, Repository
+from earshot.cas.remote.transfer import Fetcher, missing_objects, send
+
+from . import bundle
+from .bundle import SessionState
+
+FORMAT = 1
+
+
+class Diverged(EarshotError):
+    """Both sides hold something of a session the other lacks."""
+
+
+class NoSuchSession(EarshotError):
+    pass
+
+
+@dataclass
+class Pushed:
+    session: str
+    ref: str | None
+    objects: int = 0
+    bytes: int = 0
+    packs: int = 0
+    batches: int = 0
+
+
+@dataclass
+class Pulled:
+    session: str
+    batches: int = 0
+    new_batches: int = 0
+    objects: int = 0
+    bytes: int = 0
+    requests: int = 0
+    up_to_date: bool = False
+
+
+@dataclass
+class RemoteSession:
+    session: str
+    batches: int
+    time_ns: int
+    host: str
+    heads: int
+    refs: list[str] = field(default_factory=list)
+
+
+# -- references of one session -------------------------------------------------
+
+
+def _heads(
+    repo: Repository, session: str
+) -> tuple[list[tuple[RefName, dict[str, Any]]], list[str]]:
+    """(this session's references no other holds, with their documents;
+    every push id of the session)."""
+    key = repo.session_key(session)
+    docs = [(ref, repo.read_ref(ref)) for ref in repo.refs() if ref.session_key == key]
+    held = {p for _, doc in docs for p in doc.get("includes", [])}
+    return [(r, d) for r, d in docs if r.push not in held], [r.push for r, _ in docs]
+
+
+def _summary(doc: dict[str, Any]) -> tuple[dict[int, str], int, str]:
+    meta = doc.get("meta", {})
+    try:
+        batches = {int(k): str(v) for k, v in meta["batches"].items()}
+        size, digest = meta["log"]
+        return batches, int(size), str(digest)
+    except (KeyError, TypeError, ValueError):
+        raise bundle.BadBundle("its reference has no summary") from None
+
+
+# -- push -----------------------------------------------------------------------
+
+
+def pushable_sessions(project: Project) -> list[str]:
+    with project.store.backend.read() as view:
+        return [r.id for r in all_sessions(view) if r.id != OUTSIDE]
+
+
+def push(
+    project: Project, repo: Repository, sessions: list[str], progress: Progress = QUIET
+) -> list[Pushed]:
+    out = []
+    with locks.shared(repo) as lock:
+        for session in sessions:
+            out.append(_push_one(project, repo, session, progress, lock.refresh))
+    return out
+
+
+def _push_one(
+    project: Project, repo: Repository, session: str, progress: Progress, refresh: Any
+) -> Pushed:
+    state = bundle.local_state(project, session)
+    if state is None:
+        raise NoSuchSession(f"no session {session} in this root's store")
+    heads, pushes = _heads(repo, session)
+    for _ref, doc in heads:
+        batches, size, digest = _summary(doc)
+        if not state.holds(batches, size, digest):
+            raise Diverged(
+                f"the remote holds batches or messages of session {session} this root lacks "
+                f"(pushed from {doc.get('host', 'elsewhere')}); 'earshot pull' it first. "
+                "Nothing was pushed"
+            )
+        if batches == state.identities() and size == len(state.log):
+            return Pushed(session, None, batches=len(state.batches))  # up to date
+    body = bundle.encode(state)
+    loose = {blob_digest(body): body, blob_digest(state.log): state.log}
+    index = repo.index()
+    with project.store.reader() as reader:
+        data, meta = missing_objects(
+            reader, state.snapshots(), state.ledger_blobs(), index.__contains__
+        )
+        sent = send(repo, reader, data, meta, progress, refresh, loose=loose)
+    log_size, log_digest = state.log_summary()
+    doc = {
+        "format": FORMAT,
+        "time_ns": time.time_ns(),
+        "host": socket.gethostname(),
+        "snapshots": [d.hex() for d in state.snapshots()],
+        "blobs": [d.hex() for d in (*loose, *state.ledger_blobs())],
+        # Every earlier reference of the session: this one holds each head
+        # whole (else it was refused above), and the heads hold the rest.
+        "includes": sorted(pushes),
+        "meta": {
+            "session": session,
+            "bundle": blob_digest(body).hex(),
+            "log_blob": blob_digest(state.log).hex(),
+            "log": [log_size, log_digest],
+            "batches": {str(k): v for k, v in state.identities().items()},
+        },
+    }
+    faults.point("remote-ref-ready")
+    ref = repo.put_ref(session, doc)
+    return Pushed(session, ref.path, sent.objects, sent.bytes, sent.packs, len(state.batches))
+
+
+# -- pull -----------------------------------------------------------------------
+
+
+def _head(repo: Repository, session: str) -> tuple[RefName, dict[str, Any]]:
+    heads, _ = _heads(repo, session)
+    if not heads:
+        raise NoSuchSession(f"{repo.storage.url}: no session {session} there")
+    if len(heads) > 1:
+        hosts = ", ".join(sorted({str(d.get("host", "?")) for _, d in heads}))
+        raise Diverged(
+            f"session {session} has {len(heads)} states on the remote that do not hold "
+            f"each other (pushed at once from {hosts}); nothing was pulled"
+        )
+    return heads[0]
+
+
+def pull(project: Project, repo: Repository, session: str, progress: Progress = QUIET) -> Pulled:
+    _ref, doc = _head(repo, session)
+    batches, size, digest = _summary(doc)
+    local = bundle.local_state(project, session)
+    if local is not None and local.holds(batches, size, digest):
+        return Pulled(session, len(local.batches), up_to_date=True)
+    meta = doc["meta"]
+    try:
+        bundle_digest = Digest(bytes.fromhex(meta["bundle"]))
+        log_digest = Digest(bytes.fromhex(meta["log_blob"]))
+    except (KeyError, TypeError, ValueError):
+        raise bundle.BadBundle("its reference names no bundle") from None
+    with project.store.writer() as writer:
+        fetcher = Fetcher(repo, writer, progress)
+        fetcher.fetch([], [bundle_digest, log_digest])
+        log = writer.read_blob(log_digest)
+        if len(log) != size or blake3.blake3(log).hexdigest() != digest:
+            raise bundle.BadBundle("its log is not the one its reference names")
+        remote = bundle.decode(writer.read_blob(bundle_digest), log, session)
+        if local is not None:
+            _check_pullable(local, remote)
+        fetcher.fetch(remote.snapshots(), remote.ledger_blobs())
+        faults.point("remote-objects-fetched")
+    _write_log(project, session, remote.log)
+    faults.point("remote-log-written")
+    new = _write_records(project, local, remote)
+    return Pulled(
+        session,
+        len(remote.batches),
+        new,
+        fetcher.fetched.objects,
+        fetcher.fetched.bytes,
+        fetcher.fetched.requests,
+    )
+
+
+def _check_pullable(local: SessionState, remote: SessionState) -> None:
+    remote_ids = remote.identities()
+    for seq, ident in local.identities().items():
+        if remote_ids.get(seq) != ident:
+            raise Diverged(
+                f"session {local.record.id}: batch {seq} here is not the remote's (the session "
+                "went on in two places); nothing was pulled. 'earshot clone' it into a new "
+                "directory instead"
+            )
+    if not remote.log.startswith(local.log):
+        raise Diverged(
+            f"session {local.record.id}: this root's log holds messages the remote's lacks; "
+            "nothing was pulled. 'earshot clone' it into a new directory instead"
+        )
+
+
+def _write_log(project: Project, session: str, data: bytes) -> None:
+    """The remote's log in place of a prefix of it (append-only: nothing is lost)."""
+    path = log_path(project, session)
+    log_dir(project).mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.pull")
+    with open(temp, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_records(project: Project, local: SessionState | None, remote: SessionState) -> int:
+    new = 0
+    record = remote.record
+    if local is not None:
+        record = SessionRecord(
+            record.id,
+            min(record.created_ns, local.record.created_ns),
+            max(record.touched_ns, local.record.touched_ns),
+            max(record.next_seq, local.record.next_seq),
+            tuple(sorted(set(record.written) | set(local.record.written))),
+        )
+    with project.store.backend.write() as txn:
+        for batch in remote.batches:
+            if get_batch(txn, batch.session, batch.seq) is None:
+                new += 1
+            put_batch(txn, batch)
+        put_session(txn, record)
+    return new
+
+
+# -- clone ------------------------------------------------------------------------
+
+
+@dataclass
+class Cloned:
+    pulled: Pulled
+    root: str
+    files: int
+    restored: str | None
+
+
+def clone(
+    repo: Repository,
+    directory: str,
+    session: str,
+    home: Path | None = None,
+    progress: Progress = QUIET,
+) -> Cloned:
+    """A new root at the session's latest state, holding the session."""
+    target = Path(directory)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise EarshotError(f"{directory}: exists and is not an empty directory; nothing was done")
+    _head(repo, session)  # a clear error before anything is made
+    target.mkdir(parents=True, exist_ok=True)
+    with Project(target, home=home, extra_tables=TABLES) as project:
+        pulled = pull(project, repo, session, progress)
+        state = bundle.local_state(project, session)
+        latest = state.latest() if state is not None else None
+        files = 0
+        if latest is not None:
+            restored = project.restore(latest, progress=progress, note="clone")
+            files = len(restored.plan.writes)
+    return Cloned(pulled, str(target.resolve()), files, latest.hex() if latest else None)
+
+
+# -- the remote's sessions ----------------------------------------------------------
+
+
+def remote_sessions(repo: Repository) -> list[RemoteSession]:
+    by_key: dict[str, list[tuple[RefName, dict[str, Any]]]] = {}
+    for ref, doc in repo.iter_refs():
+        by_key.setdefault(ref.session_key, []).append((ref, doc))
+    out = []
+    for docs in by_key.values():
+        held = {p for _, d in docs for p in d.get("includes", [])}
+        heads = [(r, d) for r, d in docs if r.push not in held]
+        newest = max(heads or docs, key=lambda item: item[0].push)[1]
+        meta = newest.get("meta", {})
+        out.append(
+            RemoteSession(
+                str(meta.get("session", "?")),
+                len(meta.get("batches", {})),
+                int(newest.get("time_ns", 0)),
+                str(newest.get("host", "?")),
+                len(heads),
+                [r.path for r, _ in docs],
+            )
+        )
+    return sorted(out, key=lambda s: s.time_ns, reverse=True)
+
+
+def forget(repo: Repository, session: str) -> int:
+    """Take a session's references off the remote; gc --remote then drops its data."""
+    key = repo.session_key(session)
+    refs = [r for r in repo.refs() if r.session_key == key]
+    if not refs:
+        raise NoSuchSession(f"{repo.storage.url}: no session {session} there")
+    with locks.shared(repo):
+        repo.storage.delete([r.path for r in refs])
+    return len(refs)

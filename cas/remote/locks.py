@@ -1,0 +1,139 @@
+"""Locks on a remote: only pruning needs one alone, as in restic.
+
+A push holds a *shared* lock while it sends (``locks/<id>``, sealed: who,
+when); ``gc --remote`` takes an *exclusive* one. Each writes its lock first,
+then lists the others: a push that finds an exclusive lock, or a gc that
+finds any other lock, takes its own away again and waits (a push, up to
+``WAIT_S``) or refuses (a gc). Two that start at once both see each other
+and both back off; neither goes on while the other may.
+
+A lock is live for ``LEASE_S`` after its last refresh; a push refreshes
+its lock after each pack once a third of the lease has passed. A lock older
+than the lease belongs to a process that died: it is ignored and a gc takes
+it away. gc also never deletes a pack younger than its grace period
+(``prune``), so even a push whose lock lapsed (a laptop asleep mid-push)
+keeps what it sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from earshot.cas.errors import EarshotError
+
+from .crypto import Tampered
+from .repository import Repository
+
+LEASE_S = 30 * 60
+#: How long a push waits for a gc to finish before it gives up.
+WAIT_S = 120.0
+_AAD = b"earshot lock"
+
+
+class RemoteBusy(EarshotError):
+    exit_code = 75  # EX_TEMPFAIL: try again later
+
+    def __init__(self, url: str, holder: dict[str, Any]) -> None:
+        kind = "a gc" if holder.get("kind") == "exclusive" else "a push"
+        super().__init__(
+            f"{url}: {kind} from {holder.get('host', '?')} (pid {holder.get('pid', '?')}) "
+            "holds the remote; nothing was changed. Try again when it is done"
+        )
+
+
+class Lock:
+    """One lock file of ours; ``refresh`` keeps it live."""
+
+    def __init__(self, repo: Repository, kind: str) -> None:
+        self.repo = repo
+        self.kind = kind
+        self.path = f"locks/{secrets.token_hex(16)}"
+        self.written = 0.0
+
+    def write(self) -> None:
+        doc = {"kind": self.kind, "host": socket.gethostname(), "pid": os.getpid()}
+        doc["time"] = time.time()
+        sealed = self.repo.key.seal(json.dumps(doc).encode(), _AAD)
+        self.repo.storage.put(self.path, sealed)
+        self.written = time.monotonic()
+
+    def refresh(self) -> None:
+        if time.monotonic() - self.written > LEASE_S / 3:
+            self.write()
+
+    def remove(self) -> None:
+        self.repo.storage.delete([self.path])
+
+
+def others(repo: Repository, mine: str) -> list[tuple[str, dict[str, Any]]]:
+    """The live locks on the remote but ``mine``; a stale or unreadable one is
+    passed over (an unreadable one as an exclusive lock: safer)."""
+    found = []
+    now = time.time()
+    for listed in repo.storage.listing("locks"):
+        if listed.name == mine:
+            continue
+        data = repo.storage.get(listed.name)
+        if data is None:
+            continue  # taken away meanwhile
+        try:
+            doc = json.loads(repo.key.open(data, _AAD, listed.name))
+            stale = now - float(doc["time"]) > LEASE_S
+        except (Tampered, ValueError, KeyError, TypeError):
+            doc, stale = {"kind": "exclusive", "host": "an unreadable lock"}, False
+        if not stale:
+            found.append((listed.name, doc))
+    return found
+
+
+def stale_locks(repo: Repository) -> list[str]:
+    now = time.time()
+    out = []
+    for listed in repo.storage.listing("locks"):
+        if now - listed.modified_s > LEASE_S:
+            out.append(listed.name)
+    return out
+
+
+@contextmanager
+def shared(repo: Repository, wait_s: float = WAIT_S) -> Iterator[Lock]:
+    """A push's lock: waits while a gc holds the remote."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.5
+    while True:
+        lock = Lock(repo, "shared")
+        lock.write()
+        blocking = [doc for _, doc in others(repo, lock.path) if doc.get("kind") != "shared"]
+        if not blocking:
+            break
+        lock.remove()
+        if time.monotonic() + delay > deadline:
+            raise RemoteBusy(repo.storage.url, blocking[0])
+        time.sleep(delay)
+        delay = min(delay * 2, 10.0)
+    try:
+        yield lock
+    finally:
+        lock.remove()
+
+
+@contextmanager
+def exclusive(repo: Repository) -> Iterator[Lock]:
+    """gc's lock: refused while anyone else holds one."""
+    lock = Lock(repo, "exclusive")
+    lock.write()
+    found = others(repo, lock.path)
+    if found:
+        lock.remove()
+        raise RemoteBusy(repo.storage.url, found[0][1])
+    try:
+        yield lock
+    finally:
+        lock.remove()
