@@ -16,7 +16,9 @@ the remote lacks is refused as diverged, never overwritten.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import time
 from dataclasses import dataclass, field
@@ -302,14 +304,25 @@ def clone(
     home: Path | None = None,
     progress: Progress = QUIET,
 ) -> Cloned:
-    """A new root at the session's latest state, holding the session."""
+    """A new root at the session's latest state, holding the session.
+
+    A pull that fails (a tampered object, a cut connection) leaves nothing:
+    the directory it made, the store and the log go again.
+    """
     target = Path(directory)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise EarshotError(f"{directory}: exists and is not an empty directory; nothing was done")
     _head(repo, session)  # a clear error before anything is made
+    made = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
-    with Project(target, home=home, extra_tables=TABLES) as project:
+    project = Project(target, home=home, extra_tables=TABLES)
+    try:
         pulled = pull(project, repo, session, progress)
+    except BaseException:
+        project.close()
+        _unmake(project, target if made else None)
+        raise
+    with project:
         state = bundle.local_state(project, session)
         latest = state.latest() if state is not None else None
         files = 0
@@ -317,6 +330,15 @@ def clone(
             restored = project.restore(latest, progress=progress, note="clone")
             files = len(restored.plan.writes)
     return Cloned(pulled, str(target.resolve()), files, latest.hex() if latest else None)
+
+
+def _unmake(project: Project, directory: Path | None) -> None:
+    """Take away what a failed clone made: its store, its logs, its directory."""
+    shutil.rmtree(project.store_dir, ignore_errors=True)
+    shutil.rmtree(log_dir(project), ignore_errors=True)
+    if directory is not None:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
 
 
 # -- the remote's sessions ----------------------------------------------------------

@@ -9,7 +9,9 @@ even one whose lock lapsed). The order keeps every state of a cut gc sound:
 the new index (the kept packs' entries) is written first, then the old index
 files go, then the packs, then the references held by others, last the
 stale locks. A pack with some live objects is kept whole (not repacked):
-space comes back as whole packs die.
+space comes back as whole packs die. Its dead objects leave the index,
+though: an index names only what the live references reach (and what young
+packs hold), so "the remote has this tree" keeps meaning "and all under it".
 """
 
 from __future__ import annotations
@@ -105,8 +107,13 @@ def prune(repo: Repository, grace_s: float = GRACE_S, progress: Progress = QUIET
                 report.bytes_kept += listed.size
             else:
                 dead.append(name)
-        gone = set(dead)
-        kept_entries = {d: e for d, e in index.items() if e.pack in sizes and e.pack not in gone}
+        young = {name for name in sizes if name not in live_packs and name not in set(dead)}
+        # The new index names the live objects and what young packs hold,
+        # nothing else: a dead tree left named in a kept pack would tell the
+        # next push its subtree is here while its contents' packs are gone.
+        kept_entries = {
+            d: e for d, e in index.items() if e.pack in sizes and (d in live or e.pack in young)
+        }
         _rewrite_index(repo, kept_entries, old_index_files)
         faults.point("remote-gc-index-written")
         repo.storage.delete([f"data/{name}" for name in dead])
