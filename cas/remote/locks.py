@@ -10,9 +10,10 @@ and both back off; neither goes on while the other may.
 A lock is live for ``LEASE_S`` after its last refresh; a push refreshes
 its lock after each pack once a third of the lease has passed. A lock older
 than the lease belongs to a process that died: it is ignored and a gc takes
-it away. gc also never deletes a pack younger than its grace period
-(``prune``), so even a push whose lock lapsed (a laptop asleep mid-push)
-keeps what it sent.
+it away. A lock of this machine whose process is gone (pid no longer
+running, as restic checks) is taken away at once. gc also never deletes a
+pack younger than its grace period (``prune``), so even a push whose lock
+lapsed (a laptop asleep mid-push) keeps what it sent.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class RemoteBusy(EarshotError):
         kind = "a gc" if holder.get("kind") == "exclusive" else "a push"
         super().__init__(
             f"{url}: {kind} from {holder.get('host', '?')} (pid {holder.get('pid', '?')}) "
-            "holds the remote; nothing was changed. Try again when it is done"
+            "holds the remote; nothing was changed. Try again when it is done (a lock of "
+            f"a process that died elsewhere lapses {LEASE_S // 60} minutes after it was taken)"
         )
 
 
@@ -88,9 +90,26 @@ def others(repo: Repository, mine: str) -> list[tuple[str, dict[str, Any]]]:
             stale = now - float(doc["time"]) > LEASE_S
         except (Tampered, ValueError, KeyError, TypeError):
             doc, stale = {"kind": "exclusive", "host": "an unreadable lock"}, False
+        if not stale and _died_here(doc):
+            repo.storage.delete([listed.name])  # its process was killed: taken away
+            continue
         if not stale:
             found.append((listed.name, doc))
     return found
+
+
+def _died_here(doc: dict[str, Any]) -> bool:
+    """A lock of a process of this machine that is gone (killed mid-push or
+    mid-gc): no need to wait out its lease."""
+    if doc.get("host") != socket.gethostname() or not isinstance(doc.get("pid"), int):
+        return False
+    try:
+        os.kill(doc["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def stale_locks(repo: Repository) -> list[str]:

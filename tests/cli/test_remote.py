@@ -511,3 +511,76 @@ def test_an_unreachable_server_is_one_line_after_its_retries(
     dead = f"http://127.0.0.1:{free_port()}"
     ran = here.run("remote", "add", "dead", "s3://bkt/p", "--endpoint", dead, expect=1)
     assert "connect" in check_error(ran).lower()
+
+
+@pytest.mark.parametrize(
+    "cut", ["remote-pack-fetched@2", "remote-objects-fetched", "remote-log-written"]
+)
+def test_a_pull_killed_mid_way_leaves_the_store_sound_and_the_next_one_finishes(
+    machines: Callable[..., list[Machine]], cut: str
+) -> None:
+    here, there = machines("here", "there")
+    _big_tree(here.root)
+    here.run("bash", "echo one > one.txt")
+    here.run("bash", "echo two > two.txt")
+    session = here.json("log")["session"]
+    here.run("push")
+    there.run("bash", "echo mine > mine.txt")
+    mine = there.json("log")
+    killed = there.run("pull", "r", "--session", session, expect=None, env={"EARSHOT_FAULTS": cut})
+    assert killed.rc == -signal.SIGKILL, str(killed)
+    assert there.run("fsck").rc == 0
+    assert there.json("log") == mine  # its own session, as it was
+    there.run("pull", "r", "--session", session)
+    assert [b["seq"] for b in there.json("log", "--session", session)["batches"]] == [1, 2]
+    assert here.json("log") == there.json("log", "--session", session) | {
+        k: v for k, v in here.json("log").items() if k not in ("batches",)
+    }
+
+
+def test_a_gc_killed_mid_way_leaves_the_remote_sound(
+    machines: Callable[..., list[Machine]], tree: Callable[..., Any]
+) -> None:
+    here, there = machines("here", "there")
+    _big_tree(here.root)
+    here.run("bash", "echo one > one.txt")
+    first = here.json("log")["session"]
+    here.run("push")
+    second_root = here.root.parent / "second"
+    second_root.mkdir()
+    seed(second_root)
+    here.run("bash", "echo two > two.txt", cwd=second_root)
+    second = here.json("log", cwd=second_root)["session"]
+    here.run("push", cwd=second_root)
+    here.run("remote", "forget", "r", first)
+    for site in ("remote-gc-index-written", "remote-delete@2"):
+        ran = here.run(
+            "gc", "--remote", "r", "--grace", "0", expect=None, env={"EARSHOT_FAULTS": site}
+        )
+        assert ran.rc == -signal.SIGKILL, str(ran)
+        assert here.json("fsck", "--remote", "r")["problems"] == []
+    here.run("gc", "--remote", "r", "--grace", "0")
+    assert here.json("fsck", "--remote", "r")["problems"] == []
+    clone_dir = there.root / "work"
+    there.run("clone", "r", str(clone_dir), "--session", second)
+    assert tree(clone_dir) == tree(second_root)
+
+
+def test_a_session_that_went_on_in_both_places_is_refused_both_ways(
+    machines: Callable[..., list[Machine]], check_error: Callable[..., str]
+) -> None:
+    here, there = machines("here", "there")
+    seed(here.root)
+    here.run("bash", "echo one > one.txt")
+    session = here.json("log")["session"]
+    here.run("push")
+    clone_dir = there.root / "work"
+    there.run("clone", "r", str(clone_dir), "--session", session)
+    there.run("bash", "echo there > there.txt", cwd=clone_dir)
+    there.run("push", cwd=clone_dir)
+    here.run("bash", "echo here > here.txt")
+    before = here.json("log")
+    line = check_error(here.run("pull", "r", "--session", session, expect=1))
+    assert "went on in two places" in line
+    assert here.json("log") == before
+    assert "pull" in check_error(here.run("push", expect=1))
