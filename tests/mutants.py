@@ -743,6 +743,68 @@ MUTANTS = [
         "",
         "tests/cli/test_fuzz_damaged_store.py -k damaged_pages",
     ),
+    # The remote: what a fetch takes, the order a push sends in, what gc's
+    # index names, the locks, and the session states push and pull compare.
+    (
+        "cas/remote/transfer.py",
+        "if entry.type is not ObjectType.BLOB or blob_digest(raw) != digest:",
+        "if entry.type is not ObjectType.BLOB:",
+        "tests/cas/test_remote_store.py -k key_holder",
+    ),
+    (
+        "cas/remote/transfer.py",
+        "    for group in (data, meta):",
+        "    for group in (meta, data):",
+        "tests/cli/test_remote.py -k killed_mid_way_resumes",
+    ),
+    (
+        "cas/remote/prune.py",
+        "e.pack in sizes and (d in live or e.pack in young)",
+        "e.pack in sizes",
+        "tests/cli/test_remote.py -k gc_refuses",
+    ),
+    (
+        "cas/remote/locks.py",
+        "        if not blocking:",
+        "        if True:",
+        "tests/cas/test_remote_store.py -k push_waits",
+    ),
+    (
+        "cas/remote/locks.py",
+        "    if found:",
+        "    if False:",
+        "tests/cas/test_remote_store.py -k push_waits",
+    ),
+    (
+        "cas/remote/locks.py",
+        "        if not stale and _died_here(doc):",
+        "        if False:",
+        "tests/cli/test_remote.py -k gc_killed",
+    ),
+    (
+        "cas/remote/packs.py",
+        "    return bytes(digest) + bytes([int(kind), int(codec)])",
+        '    return b""',
+        "tests/cas/test_remote_store.py -k open_under_another",
+    ),
+    (
+        "agent/remote/sync.py",
+        "        if not state.holds(batches, size, digest):",
+        "        if False:",
+        "tests/cli/test_remote.py -k pull_brings",
+    ),
+    (
+        "agent/remote/sync.py",
+        "            _check_pullable(local, remote)",
+        "            pass",
+        "tests/cli/test_remote.py -k went_on_in_both",
+    ),
+    (
+        "agent/remote/sync.py",
+        "        _unmake(project, target if made else None)",
+        "        pass",
+        "tests/cli/test_remote.py -k tampered",
+    ),
 ]
 
 
