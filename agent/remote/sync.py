@@ -218,6 +218,12 @@ def pull(project: Project, repo: Repository, session: str, progress: Progress = 
         remote = bundle.decode(writer.read_blob(bundle_digest), log, session)
         if local is not None:
             _check_pullable(local, remote)
+        elif not remote.log.startswith(bundle.read_log(log_path(project, session))):
+            # A log whose checkpoint records retention dropped: kept, never replaced.
+            raise Diverged(
+                f"session {session}: this root's log of it holds messages the remote's lacks; "
+                "nothing was pulled. 'earshot clone' it into a new directory instead"
+            )
         fetcher.fetch(remote.snapshots(), remote.ledger_blobs())
         faults.point("remote-objects-fetched")
     _write_log(project, session, remote.log)

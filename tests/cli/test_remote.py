@@ -584,3 +584,27 @@ def test_a_session_that_went_on_in_both_places_is_refused_both_ways(
     assert "went on in two places" in line
     assert here.json("log") == before
     assert "pull" in check_error(here.run("push", expect=1))
+
+
+def test_a_pull_never_replaces_a_log_whose_records_retention_dropped(
+    machines: Callable[..., list[Machine]], check_error: Callable[..., str]
+) -> None:
+    here, there = machines("here", "there")
+    here.run("bash", "echo one > one.txt")
+    session = here.json("log")["session"]
+    here.run("push")
+    clone_dir = there.root / "work"
+    there.run("clone", "r", str(clone_dir), "--session", session)
+    there.run("say", "--role", "user", "a note made only there", cwd=clone_dir)
+    (log,) = (there.cli.home / "sessions").glob(f"*/{session}.jsonl")
+    kept = log.read_bytes()
+    # Retention drops the session's checkpoint records; its log stays.
+    from earshot.agent.core.records import TABLES, delete_session
+    from earshot.cas.project import Project
+
+    project = Project(clone_dir, home=there.cli.home, extra_tables=TABLES)
+    with project, project.store.backend.write() as txn:
+        delete_session(txn, session)
+    line = check_error(there.run("pull", "r", "--session", session, cwd=clone_dir, expect=1))
+    assert "holds messages the remote's lacks" in line
+    assert log.read_bytes() == kept
