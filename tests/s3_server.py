@@ -92,3 +92,72 @@ class S3Server:
 
     def put(self, bucket: str, key: str, data: bytes) -> None:
         self.client().put_object(Bucket=bucket, Key=key, Body=data)
+
+
+class CuttingProxy:
+    """A TCP proxy before the server that cuts connections mid-request: the
+    first ``first`` connections through which more than ``after`` bytes of
+    requests pass are closed there (a dropped connection, a server gone
+    mid-upload); later ones pass. ``cuts`` counts them."""
+
+    def __init__(self, target_port: int, first: int = 2, after: int = 64 << 10) -> None:
+        import threading
+
+        self.target_port = target_port
+        self.first = first
+        self.after = after
+        self.cuts = 0
+        self.connections = 0
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self.port = int(self._sock.getsockname()[1])
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import threading
+
+        while not self._stop.is_set():
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _relay(self, client: socket.socket) -> None:
+        import selectors
+
+        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        sent = 0
+        sel = selectors.DefaultSelector()
+        sel.register(client, selectors.EVENT_READ, upstream)
+        sel.register(upstream, selectors.EVENT_READ, client)
+        try:
+            while True:
+                for key, _ in sel.select(timeout=30):
+                    data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                    if not data:
+                        return
+                    if key.fileobj is client:
+                        sent += len(data)
+                        with self._lock:
+                            cut = sent > self.after and self.cuts < self.first
+                            self.cuts += cut
+                        if cut:
+                            return
+                    key.data.sendall(data)
+        except OSError:
+            return
+        finally:
+            sel.close()
+            client.close()
+            upstream.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._sock.close()

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from earshot_cli import EARSHOT, Cli, Ran
 from model_servers import AnthropicServer, ToolCall
-from s3_server import CREDENTIALS, S3Server
+from s3_server import CREDENTIALS, CuttingProxy, S3Server
 
 PASSPHRASE = "correct horse battery staple"
 MODEL = "anthropic:claude-test"
@@ -608,3 +608,25 @@ def test_a_pull_never_replaces_a_log_whose_records_retention_dropped(
     line = check_error(there.run("pull", "r", "--session", session, cwd=clone_dir, expect=1))
     assert "holds messages the remote's lacks" in line
     assert log.read_bytes() == kept
+
+
+def test_connections_cut_mid_request_are_retried_and_the_push_is_whole(
+    s3: S3Server, machines: Callable[..., list[Machine]], tree: Callable[..., Any]
+) -> None:
+    here, there = machines("here", "there")
+    _big_tree(here.root)
+    here.run("bash", "echo one > one.txt")
+    session = here.json("log")["session"]
+    proxy = CuttingProxy(s3.port, first=3, after=1 << 20)
+    try:
+        url = f"s3://{here.bucket}/cut"
+        here.run("remote", "add", "cut", url, "--endpoint", proxy.endpoint)
+        pushed = here.json("push", "cut")["pushed"][0]
+    finally:
+        proxy.close()
+    assert proxy.cuts == 3 and pushed["packs"] >= 3, (proxy.connections, proxy.cuts, pushed)
+    there.run("remote", "add", "cut", url, "--endpoint", s3.endpoint)
+    assert there.json("fsck", "--remote", "cut")["problems"] == []
+    clone_dir = there.root / "work"
+    there.run("clone", "cut", str(clone_dir), "--session", session)
+    assert tree(clone_dir) == tree(here.root)
