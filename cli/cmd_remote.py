@@ -206,12 +206,17 @@ def remote_sessions(as_json: bool, name: str | None) -> None:
             "pushed": render.when(s.time_ns),
             "host": s.host,
             "heads": s.heads,
+            "refs": s.refs,
         }
         for s in found
     ]
     lines = [
         f"{s.session}  {s.batches} batches  pushed {render.when(s.time_ns)} from {s.host}"
-        + (f"  ({s.heads} diverged states)" if s.heads > 1 else "")
+        + (
+            f"  ({s.heads} states pushed from two places: {', '.join(s.refs)})"
+            if s.heads > 1
+            else ""
+        )
         for s in found
     ]
     render.emit({"sessions": docs}, "\n".join(lines) or "no session on the remote", as_json)
@@ -220,13 +225,19 @@ def remote_sessions(as_json: bool, name: str | None) -> None:
 @remote.command("forget")
 @click.argument("name")
 @click.argument("session")
+@click.option(
+    "--ref",
+    "push",
+    metavar="PUSH",
+    help="Only this state of a session pushed from two places (see 'remote sessions').",
+)
 @remote_command
-def remote_forget(as_json: bool, name: str, session: str) -> None:
+def remote_forget(as_json: bool, name: str, session: str, push: str | None) -> None:
     """Take a session off a remote; 'earshot gc --remote NAME' then frees its data."""
     from earshot.agent.remote.sync import forget
 
     _spec, repo = open_remote(name)
-    count = forget(repo, session)
+    count = forget(repo, session, push)
     render.emit(
         {"session": session, "references": count},
         f"forgot session {session} on {name} ({count} references)",
@@ -291,8 +302,17 @@ def push(
 @click.command()
 @click.argument("name", required=False)
 @click.option("--session", "sessions", multiple=True, help="A session to pull (repeatable).")
+@click.option(
+    "--ref",
+    "push",
+    metavar="PUSH",
+    help="For a session pushed from two places at once: the state to take "
+    "(its push id, from 'remote sessions').",
+)
 @project_command
-def pull(project: Project, as_json: bool, name: str | None, sessions: tuple[str, ...]) -> None:
+def pull(
+    project: Project, as_json: bool, name: str | None, sessions: tuple[str, ...], push: str | None
+) -> None:
     """Bring sessions from a remote into this root's store; the tree is not touched.
 
     With no --session, every session the remote holds. A session that went
@@ -307,7 +327,7 @@ def pull(project: Project, as_json: bool, name: str | None, sessions: tuple[str,
     with progress_for(as_json) as progress:
         for session in chosen:
             try:
-                got = pull_session(project, repo, session, progress)
+                got = pull_session(project, repo, session, progress, push)
             except Diverged as exc:
                 refused.append(str(exc))
                 continue
@@ -338,8 +358,15 @@ def pull(project: Project, as_json: bool, name: str | None, sessions: tuple[str,
 @click.argument("name")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--session", help="The session to clone (default: the remote's only one).")
+@click.option(
+    "--ref",
+    "push",
+    metavar="PUSH",
+    help="For a session pushed from two places at once: the state to take "
+    "(its push id, from 'remote sessions').",
+)
 @remote_command
-def clone(as_json: bool, name: str, directory: str, session: str | None) -> None:
+def clone(as_json: bool, name: str, directory: str, session: str | None, push: str | None) -> None:
     """Make DIRECTORY a new root at a session's latest state, holding the session.
 
     'earshot chat --continue', 'earshot log' and 'earshot undo' work there as
@@ -355,7 +382,7 @@ def clone(as_json: bool, name: str, directory: str, session: str | None) -> None
             fail(f"the remote holds {len(found)} sessions: name one with --session", 2, "usage")
         session = found[0].session
     with progress_for(as_json) as progress:
-        done = clone_session(repo, directory, session, progress=progress)
+        done = clone_session(repo, directory, session, progress=progress, push=push)
     doc = {
         "root": done.root,
         "session": session,

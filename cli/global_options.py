@@ -30,6 +30,10 @@ _OWN_VALUED = frozenset({"--resume", "--model"})
 NO_PAGER = "--no-pager"
 
 
+#: Commands that are groups of commands (``earshot remote add``): the moved
+#: options go after the group's command.
+GROUPS = frozenset({"remote"})
+
 #: The commands whose output is paged (``earshot.cli.pager``).
 PAGED = frozenset({"diff", "log", "tree", "transcript"})
 
@@ -114,4 +118,7 @@ def hoisted(argv: list[str]) -> list[str]:
         i += 1
     if i >= len(argv) or argv[i].startswith("-") or not moved:
         return argv
+    if argv[i] in GROUPS and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+        # A group's options are its commands': after the command's name.
+        return [*own, argv[i], argv[i + 1], *moved, *argv[i + 2 :]]
     return [*own, argv[i], *moved, *argv[i + 1 :]]

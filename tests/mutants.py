@@ -789,7 +789,7 @@ MUTANTS = [
     ),
     (
         "agent/remote/sync.py",
-        "        if not state.holds(batches, size, digest):",
+        "        if not state.holds(*_summary(doc)):",
         "        if False:",
         "tests/cli/test_remote.py -k pull_brings",
     ),
@@ -804,6 +804,36 @@ MUTANTS = [
         "        _unmake(project, target if made else None)",
         "        pass",
         "tests/cli/test_remote.py -k tampered",
+    ),
+    (
+        "agent/remote/sync.py",
+        "    if lock.lapsed:",
+        "    if False:",
+        "tests/cli/test_remote.py -k lapsed",
+    ),
+    (
+        "agent/remote/sync.py",
+        "        if not data.startswith(have):",
+        "        if False:",
+        "tests/cli/test_remote.py -k while_a_pull",
+    ),
+    (
+        "agent/remote/sync.py",
+        "        if kept.exists():",
+        "        if False:",
+        "tests/cli/test_remote.py -k former_root",
+    ),
+    (
+        "agent/remote/sync.py",
+        "        if not any(_summary(doc) == _summary(other) for _, other in heads):",
+        "        if True:",
+        "tests/cli/test_remote.py -k one_state",
+    ),
+    (
+        "cas/remote/transfer.py",
+        "        lists = [b for b in missing if self.entry(b).type in META_TYPES]",
+        "        lists: list[Digest] = []",
+        "tests/cli/test_remote.py -k large_file",
     ),
 ]
 

@@ -17,6 +17,7 @@ the remote lacks is refused as diverged, never overwritten.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import socket
@@ -40,11 +41,12 @@ from earshot.agent.core.records import (
 from earshot.cas import faults
 from earshot.cas.digest import Digest, blob_digest
 from earshot.cas.errors import EarshotError
+from earshot.cas.paths import checkpoints_dir, sessions_dir
 from earshot.cas.progress import QUIET, Progress
 from earshot.cas.project import Project
 from earshot.cas.remote import locks
 from earshot.cas.remote.repository import RefName, Repository
-from earshot.cas.remote.transfer import Fetcher, missing_objects, send
+from earshot.cas.remote.transfer import Fetcher, Sent, missing_objects, send
 
 from . import bundle
 from .bundle import SessionState
@@ -94,15 +96,36 @@ class RemoteSession:
 # -- references of one session -------------------------------------------------
 
 
+Refs = list[tuple[RefName, dict[str, Any]]]
+
+
 def _heads(
-    repo: Repository, session: str
-) -> tuple[list[tuple[RefName, dict[str, Any]]], list[str]]:
-    """(this session's references no other holds, with their documents;
-    every push id of the session)."""
+    repo: Repository, session: str, refs: list[RefName] | None = None
+) -> tuple[Refs, list[str]]:
+    """(this session's states no other holds: its references with their
+    documents; every push id of the session).
+
+    Read newest first: a reference lists every earlier one its push held, so
+    a session pushed from one place costs one read however many pushes it
+    had. A reference of the same state as a newer head (two pushes of one
+    state at once) is that head.
+    """
     key = repo.session_key(session)
-    docs = [(ref, repo.read_ref(ref)) for ref in repo.refs() if ref.session_key == key]
-    held = {p for _, doc in docs for p in doc.get("includes", [])}
-    return [(r, d) for r, d in docs if r.push not in held], [r.push for r, _ in docs]
+    mine = sorted(
+        (r for r in (repo.refs() if refs is None else refs) if r.session_key == key),
+        key=lambda r: r.push,
+        reverse=True,
+    )
+    held: set[str] = set()
+    heads: Refs = []
+    for ref in mine:
+        if ref.push in held:
+            continue
+        doc = repo.read_ref(ref)
+        held.update(p for p in doc.get("includes", []) if isinstance(p, str))
+        if not any(_summary(doc) == _summary(other) for _, other in heads):
+            heads.append((ref, doc))
+    return heads, [r.push for r in mine]
 
 
 def _summary(doc: dict[str, Any]) -> tuple[dict[int, str], int, str]:
@@ -129,35 +152,40 @@ def push(
     out = []
     with locks.shared(repo) as lock:
         for session in sessions:
-            out.append(_push_one(project, repo, session, progress, lock.refresh))
+            out.append(_push_one(project, repo, session, progress, lock))
     return out
 
 
 def _push_one(
-    project: Project, repo: Repository, session: str, progress: Progress, refresh: Any
+    project: Project, repo: Repository, session: str, progress: Progress, lock: locks.Lock
 ) -> Pushed:
     state = bundle.local_state(project, session)
     if state is None:
         raise NoSuchSession(f"no session {session} in this root's store")
     heads, pushes = _heads(repo, session)
-    for _ref, doc in heads:
-        batches, size, digest = _summary(doc)
-        if not state.holds(batches, size, digest):
+    for ref, doc in heads:
+        if not state.holds(*_summary(doc)):
             raise Diverged(
                 f"the remote holds batches or messages of session {session} this root lacks "
-                f"(pushed from {doc.get('host', 'elsewhere')}); 'earshot pull' it first. "
-                "Nothing was pushed"
+                f"(pushed from {doc.get('host', 'elsewhere')}, reference {ref.push}); "
+                "'earshot pull' it first. Nothing was pushed"
             )
-        if batches == state.identities() and size == len(state.log):
-            return Pushed(session, None, batches=len(state.batches))  # up to date
+    if len(heads) == 1 and _summary(heads[0][1]) == _state_summary(state):
+        return Pushed(session, None, batches=len(state.batches))  # up to date
     body = bundle.encode(state)
     loose = {blob_digest(body): body, blob_digest(state.log): state.log}
-    index = repo.index()
-    with project.store.reader() as reader:
-        data, meta = missing_objects(
-            reader, state.snapshots(), state.ledger_blobs(), index.__contains__
+    sent = _send_session(project, repo, state, loose, progress, lock)
+    lock.refresh()
+    if lock.lapsed:
+        # Asleep past the lock's lease: a gc may have dropped objects this
+        # push found on the remote and did not send. Its new index names
+        # only what is there, so what is missing now is found and sent.
+        lock.write()
+        repo.index(refresh=True)
+        again = _send_session(project, repo, state, loose, progress, lock)
+        sent = Sent(
+            sent.objects + again.objects, sent.bytes + again.bytes, sent.packs + again.packs
         )
-        sent = send(repo, reader, data, meta, progress, refresh, loose=loose)
     log_size, log_digest = state.log_summary()
     doc = {
         "format": FORMAT,
@@ -181,24 +209,67 @@ def _push_one(
     return Pushed(session, ref.path, sent.objects, sent.bytes, sent.packs, len(state.batches))
 
 
+def _send_session(
+    project: Project,
+    repo: Repository,
+    state: SessionState,
+    loose: dict[Digest, bytes],
+    progress: Progress,
+    lock: locks.Lock,
+) -> Sent:
+    index = repo.index()
+    with project.store.reader() as reader:
+        data, meta = missing_objects(
+            reader, state.snapshots(), state.ledger_blobs(), index.__contains__
+        )
+        return send(repo, reader, data, meta, progress, lock.refresh, loose=loose)
+
+
+def _state_summary(state: SessionState) -> tuple[dict[int, str], int, str]:
+    return (state.identities(), *state.log_summary())
+
+
 # -- pull -----------------------------------------------------------------------
 
 
-def _head(repo: Repository, session: str) -> tuple[RefName, dict[str, Any]]:
+def _head(
+    repo: Repository, session: str, push: str | None = None
+) -> tuple[RefName, dict[str, Any]]:
+    """The one state of the session to take (``push``: the head of that
+    reference, for a session pushed from two places at once)."""
     heads, _ = _heads(repo, session)
     if not heads:
         raise NoSuchSession(f"{repo.storage.url}: no session {session} there")
+    if push is not None:
+        chosen = [(r, d) for r, d in heads if r.push.startswith(push)]
+        if len(chosen) != 1:
+            known = ", ".join(r.push for r, _ in heads)
+            raise NoSuchSession(f"session {session}: no one state {push} on the remote ({known})")
+        ref, doc = chosen[0]
+        return ref, doc
     if len(heads) > 1:
-        hosts = ", ".join(sorted({str(d.get("host", "?")) for _, d in heads}))
+        states = "; ".join(
+            f"{r.push} from {d.get('host', '?')} ({len(d.get('meta', {}).get('batches', {}))} "
+            "batches)"
+            for r, d in heads
+        )
         raise Diverged(
-            f"session {session} has {len(heads)} states on the remote that do not hold "
-            f"each other (pushed at once from {hosts}); nothing was pulled"
+            f"session {session} has {len(heads)} states on the remote that do not hold each "
+            f"other (pushed from two places: {states}); nothing was taken. Take one with "
+            "--ref PUSH, and 'earshot remote forget NAME SESSION --ref PUSH' the other once "
+            "it is kept elsewhere"
         )
     return heads[0]
 
 
-def pull(project: Project, repo: Repository, session: str, progress: Progress = QUIET) -> Pulled:
-    _ref, doc = _head(repo, session)
+def pull(
+    project: Project,
+    repo: Repository,
+    session: str,
+    progress: Progress = QUIET,
+    push: str | None = None,
+) -> Pulled:
+    _ref, doc = _head(repo, session, push)
     batches, size, digest = _summary(doc)
     local = bundle.local_state(project, session)
     if local is not None and local.holds(batches, size, digest):
@@ -256,16 +327,44 @@ def _check_pullable(local: SessionState, remote: SessionState) -> None:
 
 
 def _write_log(project: Project, session: str, data: bytes) -> None:
-    """The remote's log in place of a prefix of it (append-only: nothing is lost)."""
+    """The remote's log over a prefix of it, appended under the log's own lock
+    (as its writers take it), so a line written here meanwhile is never lost:
+    a log that is no prefix of the remote's is refused, not replaced."""
     path = log_path(project, session)
     log_dir(project).mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.pull")
-    with open(temp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
+    if not path.exists():
+        temp = path.with_name(f".{path.name}.{os.getpid()}.pull")
+        with open(temp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(temp, path)  # never over a log made meanwhile
+            _fsync_dir(path.parent)
+            return
+        except FileExistsError:
+            pass
+        finally:
+            temp.unlink()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        have = os.pread(fd, os.fstat(fd).st_size, 0)
+        if not data.startswith(have):
+            raise Diverged(
+                f"session {session}: its log here took lines the remote's lacks while the "
+                "pull ran; nothing was pulled. 'earshot clone' it into a new directory instead"
+            )
+        tail = memoryview(data)[len(have) :]
+        while tail:
+            tail = tail[os.write(fd, tail) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -309,6 +408,7 @@ def clone(
     session: str,
     home: Path | None = None,
     progress: Progress = QUIET,
+    push: str | None = None,
 ) -> Cloned:
     """A new root at the session's latest state, holding the session.
 
@@ -318,12 +418,18 @@ def clone(
     target = Path(directory)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise EarshotError(f"{directory}: exists and is not an empty directory; nothing was done")
-    _head(repo, session)  # a clear error before anything is made
+    for kept in (checkpoints_dir(target, home), sessions_dir(target, home)):
+        if kept.exists():
+            raise EarshotError(
+                f"{directory} was a root earshot recorded (its data is in {kept}); clone into "
+                f"another directory, or 'earshot purge --root {directory}' first"
+            )
+    _head(repo, session, push)  # a clear error before anything is made
     made = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
     project = Project(target, home=home, extra_tables=TABLES)
     try:
-        pulled = pull(project, repo, session, progress)
+        pulled = pull(project, repo, session, progress, push)
     except BaseException:
         project.close()
         _unmake(project, target if made else None)
@@ -351,34 +457,39 @@ def _unmake(project: Project, directory: Path | None) -> None:
 
 
 def remote_sessions(repo: Repository) -> list[RemoteSession]:
-    by_key: dict[str, list[tuple[RefName, dict[str, Any]]]] = {}
-    for ref, doc in repo.iter_refs():
-        by_key.setdefault(ref.session_key, []).append((ref, doc))
+    refs = repo.refs()
     out = []
-    for docs in by_key.values():
-        held = {p for _, d in docs for p in d.get("includes", [])}
-        heads = [(r, d) for r, d in docs if r.push not in held]
-        newest = max(heads or docs, key=lambda item: item[0].push)[1]
-        meta = newest.get("meta", {})
+    for key in dict.fromkeys(r.session_key for r in refs):
+        newest = max((r for r in refs if r.session_key == key), key=lambda r: r.push)
+        session = str(repo.read_ref(newest).get("meta", {}).get("session", "?"))
+        heads, _pushes = _heads(repo, session, refs)
+        _ref, doc = max(heads, key=lambda item: item[0].push)
         out.append(
             RemoteSession(
-                str(meta.get("session", "?")),
-                len(meta.get("batches", {})),
-                int(newest.get("time_ns", 0)),
-                str(newest.get("host", "?")),
+                session,
+                len(doc.get("meta", {}).get("batches", {})),
+                int(doc.get("time_ns", 0)),
+                str(doc.get("host", "?")),
                 len(heads),
-                [r.path for r, _ in docs],
+                [r.push for r, _ in heads],
             )
         )
     return sorted(out, key=lambda s: s.time_ns, reverse=True)
 
 
-def forget(repo: Repository, session: str) -> int:
-    """Take a session's references off the remote; gc --remote then drops its data."""
+def forget(repo: Repository, session: str, push: str | None = None) -> int:
+    """Take a session off the remote (``push``: only that state, and what only
+    it held); gc --remote then drops its data."""
     key = repo.session_key(session)
     refs = [r for r in repo.refs() if r.session_key == key]
     if not refs:
         raise NoSuchSession(f"{repo.storage.url}: no session {session} there")
+    gone = refs
+    if push is not None:
+        ref, _doc = _head(repo, session, push)
+        others, _ = _heads(repo, session)
+        kept = {p for r, d in others if r != ref for p in (r.push, *d.get("includes", []))}
+        gone = [r for r in refs if r.push not in kept]
     with locks.shared(repo):
-        repo.storage.delete([r.path for r in refs])
-    return len(refs)
+        repo.storage.delete([r.path for r in gone])
+    return len(gone)

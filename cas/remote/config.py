@@ -81,6 +81,9 @@ def load(home: Path | None = None) -> dict[str, RemoteSpec]:
     for name, spec in doc.items():
         if not isinstance(spec, dict) or not isinstance(spec.get("url"), str):
             raise RemoteConfigError(f"{path}: remote {name!r} has no URL")
+        for key in ("endpoint", "key_file"):
+            if spec.get(key) is not None and not isinstance(spec[key], str):
+                raise RemoteConfigError(f"{path}: remote {name!r}: {key} is not a string")
         out[name] = RemoteSpec(name, spec["url"], spec.get("endpoint"), spec.get("key_file"))
     return out
 

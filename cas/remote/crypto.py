@@ -99,6 +99,18 @@ def content_name(sealed: bytes) -> str:
     return blake3.blake3(sealed).hexdigest()
 
 
+def _sane(n: int, r: int, p: int) -> bool:
+    """scrypt costs a key file may ask for: a power of two, at most 128 MiB
+    and a few seconds, so a planted key file cannot stall or crash a command."""
+    return (
+        1 << 10 <= n <= 1 << 20
+        and n & (n - 1) == 0
+        and 1 <= r <= 16
+        and 1 <= p <= 4
+        and 128 * n * r <= 128 << 20
+    )
+
+
 def _kek(secret: bytes, salt: bytes, n: int, r: int, p: int) -> bytes:
     return hashlib.scrypt(secret, salt=salt, n=n, r=r, p=p, maxmem=256 << 20, dklen=KEY_SIZE)
 
@@ -127,11 +139,11 @@ def unwrap(doc_bytes: bytes, secret: bytes) -> MasterKey | None:
         salt = base64.b64decode(doc["salt"])
         data = base64.b64decode(doc["data"])
         n, r, p = int(doc["n"]), int(doc["r"]), int(doc["p"])
-        if doc.get("kdf") != "scrypt" or not (1 << 10 <= n <= 1 << 20 and r <= 32 and p <= 16):
+        if doc.get("kdf") != "scrypt" or not _sane(n, r, p):
             return None
-    except (ValueError, KeyError, TypeError):
-        return None
-    kek = _kek(secret, salt, n, r, p)
+        kek = _kek(secret, salt, n, r, p)
+    except (ValueError, KeyError, TypeError, OverflowError, MemoryError):
+        return None  # a key file planted or damaged on the server opens nothing
     try:
         plain = AESGCM(kek).decrypt(data[:NONCE_SIZE], data[NONCE_SIZE:], b"earshot key")
     except (InvalidTag, ValueError):

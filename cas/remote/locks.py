@@ -18,6 +18,7 @@ lapsed (a laptop asleep mid-push) keeps what it sent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -58,6 +59,9 @@ class Lock:
         self.kind = kind
         self.path = f"locks/{secrets.token_hex(16)}"
         self.written = 0.0
+        #: It went unrefreshed past its lease once (a machine asleep mid-push):
+        #: a gc may have run meanwhile.
+        self.lapsed = False
 
     def write(self) -> None:
         doc = {"kind": self.kind, "host": socket.gethostname(), "pid": os.getpid()}
@@ -67,7 +71,9 @@ class Lock:
         self.written = time.monotonic()
 
     def refresh(self) -> None:
-        if time.monotonic() - self.written > LEASE_S / 3:
+        since = time.monotonic() - self.written
+        self.lapsed = self.lapsed or since > LEASE_S
+        if since > LEASE_S / 3:
             self.write()
 
     def remove(self) -> None:
@@ -139,8 +145,11 @@ def shared(repo: Repository, wait_s: float = WAIT_S) -> Iterator[Lock]:
         delay = min(delay * 2, 10.0)
     try:
         yield lock
-    finally:
-        lock.remove()
+    except BaseException:
+        with contextlib.suppress(EarshotError):  # the first error is the one to tell
+            lock.remove()
+        raise
+    lock.remove()
 
 
 @contextmanager
@@ -154,5 +163,8 @@ def exclusive(repo: Repository) -> Iterator[Lock]:
         raise RemoteBusy(repo.storage.url, found[0][1])
     try:
         yield lock
-    finally:
-        lock.remove()
+    except BaseException:
+        with contextlib.suppress(EarshotError):
+            lock.remove()
+        raise
+    lock.remove()

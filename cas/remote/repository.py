@@ -203,7 +203,7 @@ def _read_config(url: str, raw: bytes) -> str:
         doc = json.loads(raw)
         version = int(doc["earshot-remote"])
         repo_id = str(doc["id"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError):
         raise NotARepository(url) from None
     if version > FORMAT:
         raise RemoteError(url, f"format {version} is newer than this earshot reads ({FORMAT})")

@@ -4,9 +4,10 @@ A remote's URL is ``s3://bucket/prefix``; ``endpoint`` points at a server
 other than AWS (MinIO, Ceph RGW, R2, B2, a local test server).
 Credentials come from boto3's standard chain (``AWS_ACCESS_KEY_ID``,
 ``~/.aws/credentials``, ``AWS_PROFILE``, instance roles). Slow and failing
-requests are retried by botocore's "standard" mode: up to 10 attempts with
+requests are retried by botocore's "standard" mode: up to 5 attempts with
 exponential backoff and jitter, on throttling, 5xx answers and dropped
-connections. What still fails is one ``RemoteError`` line.
+connections; each waits 5 s to connect and 20 s for an answer. What still
+fails is one ``RemoteError`` line.
 """
 
 from __future__ import annotations
@@ -19,8 +20,12 @@ from urllib.parse import urlparse
 from earshot.cas import faults
 from earshot.cas.errors import EarshotError
 
-#: Attempts per request, botocore's "standard" retry mode (backoff with jitter).
-MAX_ATTEMPTS = 10
+#: Attempts per request, botocore's "standard" retry mode (backoff with jitter),
+#: and how long one waits: a server that accepts and never answers fails in
+#: about 5 x 20 s, not in minutes per request.
+MAX_ATTEMPTS = 5
+CONNECT_TIMEOUT_S = 5
+READ_TIMEOUT_S = 20
 
 
 class RemoteError(EarshotError):
@@ -58,8 +63,8 @@ class Storage:
         self.bucket, self.prefix = parse_url(url)
         config = Config(
             retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
-            connect_timeout=10,
-            read_timeout=60,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=READ_TIMEOUT_S,
             s3={"addressing_style": "path"} if endpoint else None,
         )
         try:

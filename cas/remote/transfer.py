@@ -202,8 +202,12 @@ class Fetcher:
         """Bring every object reachable from ``snapshots``, and ``blobs``, that the
         local store lacks. Contents are written first, metadata after."""
         assert self.writer is not None
-        metadata, wanted = self.walk(snapshots, self.writer.has)
-        wanted.update(b for b in blobs if not self.writer.has(b))
+        missing = [b for b in dict.fromkeys(blobs) if not self.writer.has(b)]
+        # A content over the chunking threshold is a chunk list: metadata,
+        # walked to its chunks like a tree.
+        lists = [b for b in missing if self.entry(b).type in META_TYPES]
+        metadata, wanted = self.walk([*snapshots, *lists], self.writer.has)
+        wanted.update(b for b in missing if b not in lists)
         self._fetch_data(sorted(wanted))
         # Children before parents, as a push sends them: the walk found
         # parents first.
@@ -271,10 +275,10 @@ class Fetcher:
             by_pack[self.entry(digest).pack].append((digest, self.entry(digest)))
         total = sum(e.length for items in by_pack.values() for _, e in items)
         self.progress.stage("fetching", len(wanted), total, unit="objects")
+        ends = self._pack_ends(set(by_pack))
         for pack, items in by_pack.items():
             want = sum(e.length for _, e in items)
-            end = max(e.offset + e.length for _, e in items)
-            whole = self._get(f"data/{pack}") if want >= end * _WHOLE_PACK_SHARE else None
+            whole = self._get(f"data/{pack}") if want >= ends[pack] * _WHOLE_PACK_SHARE else None
             for digest, entry in sorted(items, key=lambda item: item[1].offset):
                 if whole is not None:
                     sealed = whole[entry.offset : entry.offset + entry.length]
@@ -288,6 +292,14 @@ class Fetcher:
                 self.fetched.objects += 1
                 self.progress.advance(1, entry.length)
             faults.point("remote-pack-fetched")
+
+    def _pack_ends(self, packs: set[str]) -> dict[str, int]:
+        """How long each pack is, as far as the index knows it (its last object's end)."""
+        ends = dict.fromkeys(packs, 0)
+        for entry in self.index.values():
+            if entry.pack in ends:
+                ends[entry.pack] = max(ends[entry.pack], entry.offset + entry.length)
+        return ends
 
     def _check_chunked(self, digest: Digest) -> None:
         """A chunked file's whole content against its digest, its chunks in."""

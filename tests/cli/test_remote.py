@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
@@ -350,42 +351,99 @@ def test_two_pushes_at_once_lose_nothing(
         assert tree(target) == tree(machine.root)
 
 
-def test_one_session_pushed_from_two_places_keeps_both_and_refuses_to_merge(
-    machines: Callable[..., list[Machine]], check_error: Callable[..., str]
+def _held_at_ref(machine: Machine, cwd: Path) -> subprocess.Popen[bytes]:
+    """A push stopped just before it writes its reference (it has read the heads)."""
+    proc = subprocess.Popen(
+        [str(EARSHOT), "push"],
+        cwd=cwd,
+        env=machine.env(EARSHOT_FAULTS="remote-ref-ready=stop"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    for raw in proc.stderr:
+        if b"earshot-fault: remote-ref-ready (stopped" in raw:
+            return proc
+    raise AssertionError(proc.communicate())
+
+
+def _go_on(proc: subprocess.Popen[bytes]) -> None:
+    os.kill(proc.pid, signal.SIGCONT)
+    _out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+
+
+def test_one_session_pushed_from_two_places_at_once_keeps_both_until_one_is_chosen(
+    machines: Callable[..., list[Machine]],
+    tree: Callable[..., Any],
+    check_error: Callable[..., str],
 ) -> None:
-    here, there = machines("here", "there")
+    here, there, third = machines("here", "there", "third")
     seed(here.root)
     here.run("bash", "echo one > one.txt")
     session = here.json("log")["session"]
     here.run("push")
     clone_dir = there.root / "work"
     there.run("clone", "r", str(clone_dir), "--session", session)
-    # Both go on, then push at once.
     here.run("bash", "echo here > here.txt")
     there.run("bash", "echo there > there.txt", cwd=clone_dir)
-    procs = [
-        here.popen("push"),
-        subprocess.Popen(
-            [str(EARSHOT), "push"],
-            cwd=clone_dir,
-            env=there.env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        ),
-    ]
-    results = [(*p.communicate(timeout=180), p.returncode) for p in procs]
-    pushed = [r for r in results if r[2] == 0]
-    assert pushed, results
-    if len(pushed) == 2:  # neither saw the other: both states are kept
-        (found,) = here.json("remote", "sessions")["sessions"]
-        assert found["heads"] == 2
-        line = check_error(here.run("pull", "r", "--session", session, expect=1))
-        assert "do not hold each other" in line
-    else:  # one saw the other's reference first: refused, nothing lost
-        refused = next(r for r in results if r[2] != 0)
-        assert b"pull it first" in refused[1] or b"'earshot pull' it first" in refused[1]
-    # Whatever happened, the batch each side made is still on the remote or here.
-    assert (here.root / "here.txt").exists() and (clone_dir / "there.txt").exists()
+    # Both read the remote before either writes: two states, neither lost.
+    held = [_held_at_ref(here, here.root), _held_at_ref(there, clone_dir)]
+    for proc in held:
+        _go_on(proc)
+    (found,) = here.json("remote", "sessions")["sessions"]
+    assert found["heads"] == 2
+    line = check_error(here.run("pull", "r", "--session", session, expect=1))
+    assert "--ref" in line and "do not hold each other" in line
+    here.run("bash", "echo more > more.txt")
+    assert "pull" in check_error(here.run("push", expect=1))
+    # Either state can be taken whole.
+    for ref in found["refs"]:
+        target = third.root / ref
+        third.run("clone", "r", str(target), "--session", session, "--ref", ref)
+        assert (target / "here.txt").exists() != (target / "there.txt").exists()
+    # Keeping one: the other is forgotten, and the session moves on.
+    keep = next(r for r in found["refs"] if (third.root / r / "here.txt").exists())
+    drop = next(r for r in found["refs"] if r != keep)
+    here.run("remote", "forget", "r", session, "--ref", drop)
+    assert here.json("remote", "sessions")["sessions"][0]["heads"] == 1
+    assert here.json("pull", "r")["pulled"][0]["up_to_date"] is True
+    here.run("push")
+    target = third.root / "after"
+    third.run("clone", "r", str(target), "--session", session)
+    assert tree(target) == tree(here.root)
+
+
+def test_two_pushes_of_one_state_at_once_are_one_state(
+    machines: Callable[..., list[Machine]],
+) -> None:
+    (here,) = machines("here")
+    here.run("bash", "echo one > one.txt")
+    session = here.json("log")["session"]
+    held = [_held_at_ref(here, here.root), _held_at_ref(here, here.root)]
+    for proc in held:
+        _go_on(proc)
+    (found,) = here.json("remote", "sessions")["sessions"]
+    assert found["heads"] == 1
+    assert here.json("pull", "r", "--session", session)["pulled"][0]["up_to_date"] is True
+
+
+def test_a_batch_writing_a_large_file_travels_whole(
+    machines: Callable[..., list[Machine]], tree: Callable[..., Any]
+) -> None:
+    here, there = machines("here", "there")
+    seed(here.root)
+    here.run("bash", "echo one > one.txt")
+    here.run("bash", "head -c 3000000 /dev/urandom > big.bin && rm src/mod0/file0.py")
+    session = here.json("log")["session"]
+    here.run("push")
+    clone_dir = there.root / "work"
+    there.run("clone", "r", str(clone_dir), "--session", session)
+    assert tree(clone_dir) == tree(here.root)
+    there.run("undo", cwd=clone_dir)
+    here.run("undo")
+    assert tree(clone_dir) == tree(here.root)
+    assert not (clone_dir / "big.bin").exists()
 
 
 def test_pull_brings_the_batches_made_elsewhere(
@@ -630,3 +688,122 @@ def test_connections_cut_mid_request_are_retried_and_the_push_is_whole(
     clone_dir = there.root / "work"
     there.run("clone", "cut", str(clone_dir), "--session", session)
     assert tree(clone_dir) == tree(here.root)
+
+
+def test_a_line_written_to_the_log_while_a_pull_runs_is_kept(
+    machines: Callable[..., list[Machine]], check_error: Callable[..., str]
+) -> None:
+    here, there = machines("here", "there")
+    here.run("bash", "echo one > one.txt")
+    session = here.json("log")["session"]
+    here.run("push")
+    clone_dir = there.root / "work"
+    there.run("clone", "r", str(clone_dir), "--session", session)
+    here.run("bash", "echo two > two.txt")
+    here.run("push")
+    pull = subprocess.Popen(
+        [str(EARSHOT), "pull", "r"],
+        cwd=clone_dir,
+        env=there.env(EARSHOT_FAULTS="remote-objects-fetched=stop"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert pull.stderr is not None
+    for raw in pull.stderr:
+        if b"earshot-fault: remote-objects-fetched (stopped" in raw:
+            break
+    there.run("say", "--role", "user", "written while the pull ran", cwd=clone_dir)
+    os.kill(pull.pid, signal.SIGCONT)
+    _out, err = pull.communicate(timeout=180)
+    assert pull.returncode == 1 and b"took lines the remote's lacks" in err, err
+    (log,) = (there.cli.home / "sessions").glob(f"*/{session}.jsonl")
+    assert "written while the pull ran" in log.read_text()
+
+
+def test_a_clone_into_a_former_root_is_refused(
+    machines: Callable[..., list[Machine]], check_error: Callable[..., str]
+) -> None:
+    here, there = machines("here", "there")
+    here.run("bash", "echo one > one.txt")
+    session = here.json("log")["session"]
+    here.run("push")
+    clone_dir = there.root / "work"
+    there.run("clone", "r", str(clone_dir), "--session", session)
+    there.run("bash", "echo local > local.txt", cwd=clone_dir)
+    shutil.rmtree(clone_dir)
+    ran = there.run("clone", "r", str(clone_dir), "--session", session, expect=1)
+    assert "was a root earshot recorded" in check_error(ran)
+    assert not clone_dir.exists()
+
+
+def test_what_a_server_or_a_file_plants_is_one_line(
+    machines: Callable[..., list[Machine]], check_error: Callable[..., str]
+) -> None:
+    (here,) = machines("here")
+    here.run("bash", "echo one > one.txt")
+    here.run("push")
+    objects = here.s3.objects(here.bucket)
+    (key,) = [k for k in objects if "/keys/" in k]
+    planted = objects[key].replace(b'"n": 32768', b'"n": 1073741824')
+    here.s3.put(here.bucket, key.replace("/keys/", "/keys/0"), planted)
+    assert here.json("remote", "sessions")["sessions"]  # the good key still opens it
+    here.s3.put(here.bucket, key, planted)
+    here.s3.client().delete_object(Bucket=here.bucket, Key=key.replace("/keys/", "/keys/0"))
+    assert "does not open" in check_error(here.run("push", expect=1))
+    config = next(k for k in objects if k.endswith("/config"))
+    here.s3.put(here.bucket, config, b'{"earshot-remote": Infinity, "id": "abc"}')
+    assert "not an earshot remote" in check_error(here.run("push", expect=1))
+    (here.cli.home / "remotes.json").write_text('{"r": {"url": "s3://b/p", "key_file": 7}}')
+    assert "key_file is not a string" in check_error(here.run("push", expect=1))
+
+
+def test_a_push_whose_lock_lapsed_sends_again_what_a_gc_took_meanwhile(
+    machines: Callable[..., list[Machine]],
+    tree: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A push asleep past its lock's lease (a laptop lid closed): a gc ran and
+    dropped the forgotten session's packs, holding contents this push found on
+    the remote and did not send. Before its reference, it looks again."""
+    here, there = machines("here", "there")
+    _big_tree(here.root)
+    here.run("bash", "echo one > one.txt")
+    first = here.json("log")["session"]
+    here.run("push")
+    here.run("remote", "forget", "r", first)
+    second = here.root.parent / "second"
+    shutil.copytree(here.root, second, symlinks=True)
+    here.run("bash", "echo two > two.txt", cwd=second)
+    session = here.json("log", cwd=second)["session"]
+
+    from earshot.agent.core.records import TABLES
+    from earshot.agent.remote import sync
+    from earshot.cas.project import Project
+    from earshot.cas.remote import config
+    from earshot.cas.remote.prune import prune
+
+    for key, value in here.env().items():
+        monkeypatch.setenv(key, value)
+    spec = config.get("r")
+    repo = sync.Repository.open(spec.storage(), PASSPHRASE.encode(), config.cache_dir())
+    real = sync._send_session
+    calls = []
+
+    def asleep(project: Any, repo: Any, state: Any, loose: Any, progress: Any, lock: Any) -> Any:
+        sent = real(project, repo, state, loose, progress, lock)
+        if not calls:  # the lid closes: the lock lapses, and a gc runs
+            lock.remove()
+            other = sync.Repository.open(spec.storage(), PASSPHRASE.encode(), config.cache_dir())
+            assert prune(other, grace_s=0).packs_dropped >= 1
+            lock.lapsed = True
+        calls.append(sent)
+        return sent
+
+    monkeypatch.setattr(sync, "_send_session", asleep)
+    with Project(second, home=here.cli.home, extra_tables=TABLES) as project:
+        sync.push(project, repo, [session])
+    assert len(calls) == 2 and calls[1].objects > 0
+    assert here.json("fsck", "--remote", "r")["problems"] == []
+    clone_dir = there.root / "work"
+    there.run("clone", "r", str(clone_dir), "--session", session)
+    assert tree(clone_dir) == tree(second)
