@@ -37,6 +37,8 @@ MODULES = (
     "soak",
     # damaged input fed to every decoder: the fuzz tests' long profile
     "fuzz",
+    # the S3 remote: cold push, incremental push, clone, against restic
+    "remote",
 )
 
 

@@ -22,6 +22,7 @@ PEER_ORDER = (
     "claude-code",
     "hooks-true",
     "python-floor",
+    "restic",
 )
 PEER_LABELS = {
     "earshot": "earshot",
@@ -36,6 +37,7 @@ PEER_LABELS = {
     "claude-code": "Claude Code, no hooks",
     "hooks-true": "hooks running true",
     "python-floor": "python -c pass",
+    "restic": "restic",
 }
 DAEMON = "earshot-daemon"  # earshot with its daemon: the subject of a daemon_target
 
@@ -128,6 +130,17 @@ METRICS: dict[str, Metric] = {
     "session_load_context": Metric("session log: load + context"),
     "session_load": Metric("session log: load"),
     "session_context": Metric("session log: context"),
+    "remote_push_cold": Metric("cold push of the tree (fresh remote; restic: backup)"),
+    "remote_push_cold_cpu": Metric("cold push, CPU time (user + system)"),
+    "remote_stored_cold": Metric("stored on the server after the cold push"),
+    "remote_requests_cold": Metric("requests to the server, cold push"),
+    "remote_push_10": Metric("incremental push of a 10-file batch"),
+    "remote_added_10": Metric("added on the server by the incremental push"),
+    "remote_requests_10": Metric("requests to the server, incremental push"),
+    "remote_clone": Metric("clone into an empty directory (restic: restore), checked"),
+    "remote_requests_clone": Metric("requests to the server, clone"),
+    "remote_clone_files": Metric("files and links the clone holds, each checked"),
+    "remote_clone_defects": Metric("clone: paths wrong, extra or missing (each a defect)"),
 }
 
 

@@ -33,6 +33,7 @@ COLOURS = {
     "git-tuned": "#8e44ad",
     "file-backups": "#2c7fb8",
     "python-floor": "#888888",
+    "restic": "#7f6a00",
 }
 NOT_PEERS = (catalog.DAEMON, "python-floor")  # earshot itself, and a floor: no ratio bars
 
