@@ -275,8 +275,15 @@ def push(
         chosen = recent[:1]
     if not chosen:
         fail("no session to push in this root", 3, "nothing_to_push")
+    if "outside" in chosen:
+        fail(
+            "'outside' (what changed outside any call) belongs to this root alone; "
+            "it is not pushed",
+            2,
+            "usage",
+        )
     with progress_for(as_json) as progress:
-        pushed = push_sessions(project, repo, chosen, progress)
+        pushed, refused = push_sessions(project, repo, chosen, progress)
     docs = [
         {
             "session": p.session,
@@ -296,6 +303,10 @@ def push(
         f"({p.objects} objects, {human_bytes(p.bytes)} in {p.packs} packs)"
         for p in pushed
     ]
+    if refused:
+        done = f"{sum(p.ref is not None for p in pushed)} pushed; " if pushed else ""
+        more = f" (and {len(refused) - 1} more refused)" if len(refused) > 1 else ""
+        fail(done + refused[0] + more, 1, "diverged")
     render.emit({"remote": spec.name, "pushed": docs}, "\n".join(lines), as_json)
 
 
@@ -318,11 +329,16 @@ def pull(
     With no --session, every session the remote holds. A session that went
     on both here and elsewhere is refused (exit 1), never overwritten.
     """
-    from earshot.agent.remote.sync import Diverged, remote_sessions
+    from earshot.agent.remote.sync import Diverged, local_sessions, remote_sessions
     from earshot.agent.remote.sync import pull as pull_session
 
+    if push and len(sessions) != 1:
+        fail("--ref takes one --session (the session whose state it names)", 2, "usage")
     spec, repo = open_remote(only_remote(name))
-    chosen = list(sessions) or [s.session for s in remote_sessions(repo)]
+    # With none named: the sessions this root has that the remote holds too
+    # (other roots' sessions come only when named).
+    mine = local_sessions(project)
+    chosen = list(sessions) or [s.session for s in remote_sessions(repo) if s.session in mine]
     docs, lines, refused = [], [], []
     with progress_for(as_json) as progress:
         for session in chosen:
@@ -347,11 +363,16 @@ def pull(
                 else f"{got.session}: pulled {got.new_batches} new batches "
                 f"({got.objects} objects, {human_bytes(got.bytes)})"
             )
-    render.emit(
-        {"remote": spec.name, "pulled": docs, "refused": refused}, "\n".join(lines), as_json
-    )
     if refused:
-        fail(refused[0] + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""))
+        done = f"{len(docs)} pulled; " if docs else ""
+        more = f" (and {len(refused) - 1} more refused)" if len(refused) > 1 else ""
+        fail(done + refused[0] + more, 1, "diverged")
+    if not chosen:
+        lines = [
+            f"no session of this root is on {spec.name} ('earshot remote sessions {spec.name}' "
+            f"lists them; 'earshot pull {spec.name} --session ID' brings one)"
+        ]
+    render.emit({"remote": spec.name, "pulled": docs}, "\n".join(lines), as_json)
 
 
 @click.command()
@@ -392,11 +413,22 @@ def clone(as_json: bool, name: str, directory: str, session: str | None, push: s
         "objects": done.pulled.objects,
         "bytes": done.pulled.bytes,
     }
+    doc["skipped"] = [{"path": p, "why": why} for p, why in done.skipped]
+    doc["not_held"] = done.unheld
     text = (
         f"cloned session {session} into {done.root}: {done.pulled.batches} batches, "
         f"{done.files} files ({human_bytes(done.pulled.bytes)} fetched)"
     )
+    if done.unheld:
+        text += f"; {done.unheld} paths the session does not hold (ignored caches) not made"
+    if done.skipped:
+        from .quoting import quote_path
+
+        text += "".join(f"\n  not written: {quote_path(p)}: {why}" for p, why in done.skipped[:20])
+        text += f"\nthe clone is incomplete: {len(done.skipped)} paths could not be written"
     render.emit(doc, text, as_json)
+    if done.skipped:
+        sys.exit(3)
 
 
 # -- fsck --remote, gc --remote -----------------------------------------------------

@@ -813,7 +813,7 @@ MUTANTS = [
     ),
     (
         "agent/remote/sync.py",
-        "        if not data.startswith(have):",
+        "        if not remote.log.startswith(have):",
         "        if False:",
         "tests/cli/test_remote.py -k while_a_pull",
     ),
@@ -834,6 +834,36 @@ MUTANTS = [
         "        lists = [b for b in missing if self.entry(b).type in META_TYPES]",
         "        lists: list[Digest] = []",
         "tests/cli/test_remote.py -k large_file",
+    ),
+    (
+        "cas/remote/storage.py",
+        "                    if SAFE_NAME.match(name):",
+        "                    if True:",
+        "tests/cli/test_remote.py -k planted",
+    ),
+    (
+        "agent/remote/sync.py",
+        "        if (None if current is None else current.next_seq) != was:",
+        "        if False:",
+        "tests/cli/test_remote.py -k begun_while",
+    ),
+    (
+        "cas/remote/locks.py",
+        '    if doc.get("space") != _pid_space() or _pid_space() is None:',
+        "    if False:",
+        "tests/cli/test_remote.py -k namespace",
+    ),
+    (
+        "cas/remote/transfer.py",
+        "            if lock.lapsed:",
+        "            if False:",
+        "tests/cli/test_remote.py -k lapsed",
+    ),
+    (
+        "agent/remote/sync.py",
+        "whole=recheck",
+        "whole=False",
+        "tests/cli/test_remote.py -k lapsed",
     ),
 ]
 

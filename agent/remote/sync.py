@@ -35,6 +35,7 @@ from earshot.agent.core.records import (
     SessionRecord,
     all_sessions,
     get_batch,
+    get_session,
     put_batch,
     put_session,
 )
@@ -148,12 +149,27 @@ def pushable_sessions(project: Project) -> list[str]:
 
 def push(
     project: Project, repo: Repository, sessions: list[str], progress: Progress = QUIET
-) -> list[Pushed]:
-    out = []
+) -> tuple[list[Pushed], list[str]]:
+    """Push each session; (what was pushed or up to date, why each other one was
+    refused: a session the remote holds more of is left for a pull, the rest go)."""
+    out, refused = [], []
     with locks.shared(repo) as lock:
         for session in sessions:
-            out.append(_push_one(project, repo, session, progress, lock))
-    return out
+            if session == OUTSIDE:
+                raise NoSuchSession("'outside' belongs to this root alone; it is not pushed")
+            try:
+                out.append(_push_one(project, repo, session, progress, lock))
+            except Diverged as exc:
+                refused.append(str(exc))
+    return out, refused
+
+
+def local_sessions(project: Project) -> set[str]:
+    """The sessions this root has: a checkpoint record or a log."""
+    with project.store.backend.read() as view:
+        ids = {r.id for r in all_sessions(view)}
+    ids.update(p.name.removesuffix(".jsonl") for p in log_dir(project).glob("*.jsonl"))
+    return ids
 
 
 def _push_one(
@@ -178,11 +194,12 @@ def _push_one(
     lock.refresh()
     if lock.lapsed:
         # Asleep past the lock's lease: a gc may have dropped objects this
-        # push found on the remote and did not send. Its new index names
-        # only what is there, so what is missing now is found and sent.
+        # push found on the remote and did not send, or packs it sent and had
+        # not indexed yet. Everything the session names is looked up again,
+        # in the index as it is now and in the packs there are; what is not
+        # there is sent.
         lock.write()
-        repo.index(refresh=True)
-        again = _send_session(project, repo, state, loose, progress, lock)
+        again = _send_session(project, repo, state, loose, progress, lock, recheck=True)
         sent = Sent(
             sent.objects + again.objects, sent.bytes + again.bytes, sent.packs + again.packs
         )
@@ -216,13 +233,26 @@ def _send_session(
     loose: dict[Digest, bytes],
     progress: Progress,
     lock: locks.Lock,
+    recheck: bool = False,
 ) -> Sent:
-    index = repo.index()
+    index = repo.index(refresh=recheck)
+    packs = (
+        {listed.name.split("/", 1)[1] for listed in repo.storage.listing("data")}
+        if recheck
+        else None
+    )
+
+    def has(digest: Digest) -> bool:
+        entry = index.get(digest)
+        return entry is not None and (packs is None or entry.pack in packs)
+
+    if recheck:
+        loose = {d: data for d, data in loose.items() if not has(d)}
     with project.store.reader() as reader:
         data, meta = missing_objects(
-            reader, state.snapshots(), state.ledger_blobs(), index.__contains__
+            reader, state.snapshots(), state.ledger_blobs(), has, whole=recheck
         )
-        return send(repo, reader, data, meta, progress, lock.refresh, loose=loose)
+        return send(repo, reader, data, meta, progress, lock, loose=loose, force=recheck)
 
 
 def _state_summary(state: SessionState) -> tuple[dict[int, str], int, str]:
@@ -269,6 +299,8 @@ def pull(
     progress: Progress = QUIET,
     push: str | None = None,
 ) -> Pulled:
+    if session == OUTSIDE:
+        raise NoSuchSession("'outside' belongs to each root alone; it is not pulled")
     _ref, doc = _head(repo, session, push)
     batches, size, digest = _summary(doc)
     local = bundle.local_state(project, session)
@@ -287,7 +319,13 @@ def pull(
         if len(log) != size or blake3.blake3(log).hexdigest() != digest:
             raise bundle.BadBundle("its log is not the one its reference names")
         remote = bundle.decode(writer.read_blob(bundle_digest), log, session)
-        if local is not None:
+        pruned = local is not None and _only_pruned(local, remote)
+        if pruned:
+            # This root went on from the remote's state after retention had
+            # dropped the session's older batches: those come back, and the
+            # records and log here, which hold the rest, stay.
+            remote = _fill_pruned(local, remote)  # type: ignore[arg-type]
+        elif local is not None:
             _check_pullable(local, remote)
         elif not remote.log.startswith(bundle.read_log(log_path(project, session))):
             # A log whose checkpoint records retention dropped: kept, never replaced.
@@ -297,9 +335,19 @@ def pull(
             )
         fetcher.fetch(remote.snapshots(), remote.ledger_blobs())
         faults.point("remote-objects-fetched")
-    _write_log(project, session, remote.log)
-    faults.point("remote-log-written")
-    new = _write_records(project, local, remote)
+    if pruned:  # records only: the log here already holds the remote's
+        assert local is not None
+        filled = SessionState(local.record, remote.batches, local.log)
+        new = _write_records(project, local, filled)
+        return Pulled(
+            session,
+            len(filled.batches),
+            new,
+            fetcher.fetched.objects,
+            fetcher.fetched.bytes,
+            fetcher.fetched.requests,
+        )
+    new = _write_session(project, local, remote)
     return Pulled(
         session,
         len(remote.batches),
@@ -307,6 +355,30 @@ def pull(
         fetcher.fetched.objects,
         fetcher.fetched.bytes,
         fetcher.fetched.requests,
+    )
+
+
+def _only_pruned(local: SessionState, remote: SessionState) -> bool:
+    """Whether the local state holds the remote's but for batches retention
+    dropped here: every remote batch missing here is older than every batch
+    here, the others are the same, and the remote's log is a prefix of this
+    one (the session went on here from the remote's state)."""
+    mine, theirs = local.identities(), remote.identities()
+    missing = [seq for seq in theirs if seq not in mine]
+    return (
+        bool(missing and mine)
+        and max(missing) < min(mine)
+        and all(theirs[seq] == ident for seq, ident in mine.items() if seq in theirs)
+        and local.log.startswith(remote.log)
+    )
+
+
+def _fill_pruned(local: SessionState, remote: SessionState) -> SessionState:
+    """The local state with the remote's batches it lacks: what is written."""
+    mine = local.identities()
+    kept = tuple(b for b in remote.batches if b.seq not in mine)
+    return SessionState(
+        local.record, tuple(sorted((*kept, *local.batches), key=lambda b: b.seq)), local.log
     )
 
 
@@ -326,41 +398,62 @@ def _check_pullable(local: SessionState, remote: SessionState) -> None:
         )
 
 
-def _write_log(project: Project, session: str, data: bytes) -> None:
-    """The remote's log over a prefix of it, appended under the log's own lock
-    (as its writers take it), so a line written here meanwhile is never lost:
-    a log that is no prefix of the remote's is refused, not replaced."""
+def _write_session(project: Project, local: SessionState | None, remote: SessionState) -> int:
+    """The remote's state in place of the local one it holds: the records, then
+    the log's new lines, both under the log's lock (as its writers take it).
+
+    Under that lock, in the records' transaction, the session must be as the
+    pull read it: a batch begun or recorded here meanwhile (the session's next
+    number moved) or a line written to the log meanwhile refuses the pull with
+    nothing written, never overwritten. A batch begun after the records
+    commit numbers on from the remote's, and its line waits for the lock.
+    """
+    session = remote.record.id
     path = log_path(project, session)
     log_dir(project).mkdir(parents=True, exist_ok=True)
     if not path.exists():
-        temp = path.with_name(f".{path.name}.{os.getpid()}.pull")
-        with open(temp, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        try:
-            os.link(temp, path)  # never over a log made meanwhile
-            _fsync_dir(path.parent)
-            return
-        except FileExistsError:
-            pass
-        finally:
-            temp.unlink()
+        new = _write_records(project, local, remote)
+        _link_new_log(path, remote.log)
+        faults.point("remote-log-written")
+        return new
     fd = os.open(path, os.O_RDWR | os.O_APPEND)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         have = os.pread(fd, os.fstat(fd).st_size, 0)
-        if not data.startswith(have):
+        if not remote.log.startswith(have):
             raise Diverged(
                 f"session {session}: its log here took lines the remote's lacks while the "
                 "pull ran; nothing was pulled. 'earshot clone' it into a new directory instead"
             )
-        tail = memoryview(data)[len(have) :]
+        new = _write_records(project, local, remote)
+        faults.point("remote-records-written")
+        tail = memoryview(remote.log)[len(have) :]
         while tail:
             tail = tail[os.write(fd, tail) :]
         os.fsync(fd)
+        faults.point("remote-log-written")
     finally:
         os.close(fd)
+    return new
+
+
+def _link_new_log(path: Path, data: bytes) -> None:
+    """A log made whole beside its place, then linked in: never over one made meanwhile."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.pull")
+    with open(temp, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        raise Diverged(
+            f"session {path.stem}: a log of it was made here while the pull ran; its records "
+            "are pulled, its log is not. Run 'earshot pull' again"
+        ) from None
+    finally:
+        temp.unlink()
+    _fsync_dir(path.parent)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -383,6 +476,13 @@ def _write_records(project: Project, local: SessionState | None, remote: Session
             tuple(sorted(set(record.written) | set(local.record.written))),
         )
     with project.store.backend.write() as txn:
+        current = get_session(txn, record.id)
+        was = None if local is None else local.record.next_seq
+        if (None if current is None else current.next_seq) != was:
+            raise Diverged(
+                f"session {record.id} took a batch here while the pull ran; nothing was "
+                "pulled. 'earshot clone' it into a new directory instead"
+            )
         for batch in remote.batches:
             if get_batch(txn, batch.session, batch.seq) is None:
                 new += 1
@@ -400,6 +500,10 @@ class Cloned:
     root: str
     files: int
     restored: str | None
+    #: (path, why) the restore could not write (a full disk, ...): an incomplete clone.
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: Paths whose content the session does not hold (ignored caches, ...): not written.
+    unheld: int = 0
 
 
 def clone(
@@ -416,14 +520,15 @@ def clone(
     the directory it made, the store and the log go again.
     """
     target = Path(directory)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise EarshotError(f"{directory}: exists and is not an empty directory; nothing was done")
     for kept in (checkpoints_dir(target, home), sessions_dir(target, home)):
         if kept.exists():
             raise EarshotError(
-                f"{directory} was a root earshot recorded (its data is in {kept}); clone into "
-                f"another directory, or 'earshot purge --root {directory}' first"
+                f"{directory} was a root earshot recorded, or a clone that was cut (its data "
+                f"is in {kept}); clone into another directory, or 'earshot purge --root "
+                f"{directory}' first"
             )
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise EarshotError(f"{directory}: exists and is not an empty directory; nothing was done")
     _head(repo, session, push)  # a clear error before anything is made
     made = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
@@ -437,11 +542,15 @@ def clone(
     with project:
         state = bundle.local_state(project, session)
         latest = state.latest() if state is not None else None
-        files = 0
+        files, skipped, unheld = 0, [], 0
         if latest is not None:
             restored = project.restore(latest, progress=progress, note="clone")
             files = len(restored.plan.writes)
-    return Cloned(pulled, str(target.resolve()), files, latest.hex() if latest else None)
+            skipped = list(restored.result.skipped) if restored.result is not None else []
+            unheld = len(restored.plan.skipped)
+    done = Cloned(pulled, str(target.resolve()), files, latest.hex() if latest else None)
+    done.skipped, done.unheld = skipped, unheld
+    return done
 
 
 def _unmake(project: Project, directory: Path | None) -> None:

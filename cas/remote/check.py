@@ -61,10 +61,16 @@ def check(repo: Repository, progress: Progress = QUIET) -> Checked:
             report.objects += 1
             if why:
                 report.problems.append(f"object {digest.hex()[:12]} in pack {name[:12]}: {why}")
-    for name in sorted(set(by_pack) - set(packs)):
-        report.problems.append(
-            f"pack {name[:12]} is named by the index but missing ({len(by_pack[name])} objects)"
-        )
+    # Each index file on its own: one naming a pack that is gone is damage
+    # even when another file names the same objects elsewhere.
+    for path in sorted(repo.index_files()):
+        try:
+            named = {e.pack for e in repo.read_index_file(path).values()}
+        except EarshotError as exc:
+            report.problems.append(str(exc))
+            continue
+        for name in sorted(named - set(packs)):
+            report.problems.append(f"{path[:18]} names pack {name[:12]}, which is missing")
     try:
         kept, _held = live_refs(repo)
         report.refs = len(kept)

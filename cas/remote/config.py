@@ -22,6 +22,8 @@ from earshot.cas.paths import data_home
 from .storage import Storage, parse_url
 
 ENV_PASSPHRASE = "EARSHOT_REMOTE_PASSPHRASE"
+#: A key file is a few dozen bytes; one of /dev/zero must not fill the memory.
+_KEY_FILE_MAX = 64 << 10
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -42,7 +44,13 @@ class RemoteSpec:
     def secret(self, ask: Callable[[str], str] | None = None) -> bytes:
         if self.key_file:
             try:
-                data = Path(self.key_file).read_bytes().strip()
+                with open(self.key_file, "rb") as handle:
+                    data = handle.read(_KEY_FILE_MAX + 1).strip()
+                if len(data) > _KEY_FILE_MAX:
+                    raise RemoteConfigError(
+                        f"remote {self.name}: key file {self.key_file} is over "
+                        f"{_KEY_FILE_MAX // 1024} KiB: not a key file"
+                    )
             except OSError as exc:
                 raise RemoteConfigError(
                     f"remote {self.name}: key file {self.key_file}: {exc.strerror}"

@@ -11,7 +11,7 @@ A lock is live for ``LEASE_S`` after its last refresh; a push refreshes
 its lock after each pack once a third of the lease has passed. A lock older
 than the lease belongs to a process that died: it is ignored and a gc takes
 it away. A lock of this machine whose process is gone (pid no longer
-running, as restic checks) is taken away at once. gc also never deletes a
+running, in this boot and pid namespace) is taken away at once. gc also never deletes a
 pack younger than its grace period (``prune``), so even a push whose lock
 lapsed (a laptop asleep mid-push) keeps what it sent.
 """
@@ -65,19 +65,36 @@ class Lock:
 
     def write(self) -> None:
         doc = {"kind": self.kind, "host": socket.gethostname(), "pid": os.getpid()}
+        doc["space"] = _pid_space()
         doc["time"] = time.time()
         sealed = self.repo.key.seal(json.dumps(doc).encode(), _AAD)
         self.repo.storage.put(self.path, sealed)
-        self.written = time.monotonic()
+        self.written = _clock()
 
     def refresh(self) -> None:
-        since = time.monotonic() - self.written
+        since = _clock() - self.written
         self.lapsed = self.lapsed or since > LEASE_S
         if since > LEASE_S / 3:
             self.write()
 
     def remove(self) -> None:
         self.repo.storage.delete([self.path])
+
+
+def _pid_space() -> str | None:
+    """Where a pid names a process: this boot and this pid namespace (two
+    containers may share a host name, never both of these)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return f"{boot.read().strip()}/{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return None
+
+
+def _clock() -> float:
+    """Seconds that count a machine's sleep too (CLOCK_BOOTTIME): a push asleep
+    past its lease must know it was."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 def others(repo: Repository, mine: str) -> list[tuple[str, dict[str, Any]]]:
@@ -109,6 +126,8 @@ def _died_here(doc: dict[str, Any]) -> bool:
     mid-gc): no need to wait out its lease."""
     if doc.get("host") != socket.gethostname() or not isinstance(doc.get("pid"), int):
         return False
+    if doc.get("space") != _pid_space() or _pid_space() is None:
+        return False  # another boot, or another pid namespace: its pid means nothing here
     try:
         os.kill(doc["pid"], 0)
     except ProcessLookupError:

@@ -35,7 +35,7 @@ from earshot.cas.errors import EarshotError
 
 from .crypto import MasterKey, Tampered, WrongKey, content_name, unwrap, wrap
 from .packs import INDEX_AAD, Entry, decode_index, encode_index
-from .storage import RemoteError, Storage
+from .storage import SAFE_NAME, RemoteError, Storage
 
 FORMAT = 1
 REF_AAD = b"earshot ref "
@@ -130,6 +130,8 @@ class Repository:
     def _cached(self, path: str) -> bytes:
         """An immutable file's bytes, from the cache when it was read before;
         checked against its name either way."""
+        if not SAFE_NAME.match(path):
+            raise Tampered(path)
         local = self.cache / path
         try:
             data = local.read_bytes()

@@ -12,6 +12,7 @@ fails is one ``RemoteError`` line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,12 @@ class RemoteError(EarshotError):
 
     def __init__(self, url: str, why: str) -> None:
         super().__init__(f"{url}: {why}")
+
+
+#: Every name earshot writes under the prefix: a folder, then hex (and "-").
+#: A listed name that is not one is someone else's file, and is passed over:
+#: names become local cache paths, so ``..`` must never get through.
+SAFE_NAME = re.compile(r"[a-z]+(/[0-9a-f][0-9a-f-]*)+\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +119,9 @@ class Storage:
             )
             for page in pages:
                 for item in page.get("Contents", []):
-                    yield Listed(
-                        item["Key"][cut:], int(item["Size"]), item["LastModified"].timestamp()
-                    )
+                    name = item["Key"][cut:]
+                    if SAFE_NAME.match(name):  # else not earshot's: never used as a path
+                        yield Listed(name, int(item["Size"]), item["LastModified"].timestamp())
         except RemoteError:
             raise
         except Exception as exc:

@@ -31,6 +31,7 @@ from earshot.cas.snapshot import decode_snapshot
 from earshot.cas.tree import Kind, decode_tree
 
 from .crypto import NONCE_SIZE, TAG_SIZE, Tampered, content_name
+from .locks import Lock
 from .packs import META_TYPES, PACK_TARGET, Entry, PackBuilder, open_object
 from .repository import Repository
 from .storage import RemoteError
@@ -61,39 +62,51 @@ def missing_objects(
     snapshots: Iterable[Digest],
     blobs: Iterable[Digest],
     remote_has: Callable[[Digest], bool],
+    whole: bool = False,
 ) -> tuple[list[Digest], list[Digest]]:
-    """(contents, metadata) the remote lacks; metadata children first."""
+    """(contents, metadata) the remote lacks; metadata children first.
+
+    The walk stops at every object the remote has (all under it is there);
+    ``whole`` walks everything and trusts nothing of that (a push that must
+    check the remote again after a gc may have run beside it).
+    """
     seen: set[Digest] = set()
     data: list[Digest] = []
     meta_pre: list[Digest] = []
 
+    def lacks(digest: Digest) -> bool:
+        return not remote_has(digest)
+
     def blob(digest: Digest) -> None:
-        if digest in seen or remote_has(digest):
+        if digest in seen or not (whole or lacks(digest)):
             return
         seen.add(digest)
         loc = reader.locate(digest)
         if loc is None:
             raise MissingObject(digest)
         if loc.type is ObjectType.CHUNKED:
-            meta_pre.append(digest)
+            if lacks(digest):
+                meta_pre.append(digest)
             for chunk, _size in decode_chunks(reader.read_raw(digest)[1]):
                 blob(chunk)
-        else:
+        elif lacks(digest):
             data.append(digest)
 
     stack: list[Digest] = []
     for snap in snapshots:
-        if snap in seen or remote_has(snap):
+        if snap in seen or not (whole or lacks(snap)):
             continue
         seen.add(snap)
-        meta_pre.append(snap)
+        if lacks(snap):
+            meta_pre.append(snap)
         stack.append(reader.read_snapshot(snap).tree)
         while stack:
             tree = stack.pop()
-            if tree in seen or remote_has(tree):
+            if tree in seen or not (whole or lacks(tree)):
                 continue
             seen.add(tree)
-            meta_pre.append(tree)
+            if lacks(tree):
+                meta_pre.append(tree)
             for entry in reader.read_tree(tree):
                 if entry.digest is None:
                     continue
@@ -113,13 +126,15 @@ def send(
     data: list[Digest],
     meta: list[Digest],
     progress: Progress = QUIET,
-    after_pack: Callable[[], None] = lambda: None,
+    lock: Lock | None = None,
     loose: dict[Digest, bytes] | None = None,
+    force: bool = False,
 ) -> Sent:
     """Upload the objects, contents first; each pack is followed by its index file.
 
     ``loose``: contents that are in no store (a higher layer's documents),
-    sent as contents unless the remote has them.
+    sent as contents unless the remote's index names them (``force``: even so,
+    the caller having checked they are truly there).
     """
     sent = Sent()
     if progress.active:
@@ -131,18 +146,23 @@ def send(
             return
         name = repo.put_pack(bytes(builder.data))
         faults.point("remote-pack-sent")
+        if lock is not None:
+            lock.refresh()
+            if lock.lapsed:
+                # A gc beside a lapsed lock may have taken this pack, unnamed
+                # yet: sent again (same bytes, same name) before its index.
+                repo.put_pack(bytes(builder.data))
         repo.put_index(builder.entries(name))
         faults.point("remote-index-sent")
         sent.packs += 1
         sent.bytes += len(builder)
-        after_pack()
 
     index = repo.index()
     for group in (data, meta):
         builder = PackBuilder(repo.key)
         if group is data:
             for digest, raw in (loose or {}).items():
-                if digest not in index:
+                if force or digest not in index:
                     packed = zstandard.ZstdCompressor(level=3).compress(raw)
                     codec = Codec.ZSTD if len(packed) < len(raw) else Codec.RAW
                     body = packed if codec is Codec.ZSTD else raw

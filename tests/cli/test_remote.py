@@ -757,10 +757,12 @@ def test_what_a_server_or_a_file_plants_is_one_line(
     assert "key_file is not a string" in check_error(here.run("push", expect=1))
 
 
+@pytest.mark.parametrize("when", ["after-its-packs", "between-a-pack-and-its-index"])
 def test_a_push_whose_lock_lapsed_sends_again_what_a_gc_took_meanwhile(
     machines: Callable[..., list[Machine]],
     tree: Callable[..., Any],
     monkeypatch: pytest.MonkeyPatch,
+    when: str,
 ) -> None:
     """A push asleep past its lock's lease (a laptop lid closed): a gc ran and
     dropped the forgotten session's packs, holding contents this push found on
@@ -789,21 +791,196 @@ def test_a_push_whose_lock_lapsed_sends_again_what_a_gc_took_meanwhile(
     real = sync._send_session
     calls = []
 
-    def asleep(project: Any, repo: Any, state: Any, loose: Any, progress: Any, lock: Any) -> Any:
-        sent = real(project, repo, state, loose, progress, lock)
-        if not calls:  # the lid closes: the lock lapses, and a gc runs
-            lock.remove()
-            other = sync.Repository.open(spec.storage(), PASSPHRASE.encode(), config.cache_dir())
-            assert prune(other, grace_s=0).packs_dropped >= 1
-            lock.lapsed = True
+    def lid_closes(lock: Any) -> None:
+        """The lock lapses, and a gc runs meanwhile."""
+        lock.remove()
+        other = sync.Repository.open(spec.storage(), PASSPHRASE.encode(), config.cache_dir())
+        assert prune(other, grace_s=0).packs_dropped >= 1
+        lock.lapsed = True
+
+    def asleep(*args: Any, **kwargs: Any) -> Any:
+        sent = real(*args, **kwargs)
+        if not calls and when == "after-its-packs":
+            lid_closes(args[5])
         calls.append(sent)
         return sent
 
     monkeypatch.setattr(sync, "_send_session", asleep)
+    if when == "between-a-pack-and-its-index":
+        real_refresh = sync.locks.Lock.refresh
+
+        def refresh(lock: Any) -> None:
+            if not lock.lapsed:
+                lid_closes(lock)
+            real_refresh(lock)
+
+        monkeypatch.setattr(sync.locks.Lock, "refresh", refresh)
     with Project(second, home=here.cli.home, extra_tables=TABLES) as project:
         sync.push(project, repo, [session])
-    assert len(calls) == 2 and calls[1].objects > 0
+    assert len(calls) == 2
     assert here.json("fsck", "--remote", "r")["problems"] == []
     clone_dir = there.root / "work"
     there.run("clone", "r", str(clone_dir), "--session", session)
     assert tree(clone_dir) == tree(second)
+
+
+def test_a_name_planted_in_the_bucket_never_becomes_a_path_here(
+    machines: Callable[..., list[Machine]], tmp_path: Path
+) -> None:
+    import blake3
+
+    (here,) = machines("here")
+    here.run("bash", "echo one > one.txt")
+    here.run("push")
+    data = b"* * * * * root echo planted\n"
+    victim = tmp_path / "victim"
+    key = f"earshot/index/../../../../../../../../../../{victim}/{blake3.blake3(data).hexdigest()}"
+    here.s3.put(here.bucket, key, data)
+    here.run("bash", "echo two > two.txt")
+    here.run("push")
+    assert here.json("fsck", "--remote", "r")["problems"] == []
+    assert not victim.exists()
+
+
+@pytest.mark.parametrize("stage", ["recorded", "begun"])
+def test_a_batch_begun_while_a_pull_runs_is_never_overwritten(
+    machines: Callable[..., list[Machine]], check_error: Callable[..., str], stage: str
+) -> None:
+    here, there = machines("here", "there")
+    here.run("bash", "echo one > one.txt")
+    session = here.json("log")["session"]
+    here.run("push")
+    clone_dir = there.root / "work"
+    there.run("clone", "r", str(clone_dir), "--session", session)
+    here.run("bash", "echo remote-two > two.txt")
+    here.run("push")
+    pull = subprocess.Popen(
+        [str(EARSHOT), "pull", "r"],
+        cwd=clone_dir,
+        env=there.env(EARSHOT_FAULTS="remote-objects-fetched=stop"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert pull.stderr is not None
+    for raw in pull.stderr:
+        if b"earshot-fault: remote-objects-fetched (stopped" in raw:
+            break
+    if stage == "recorded":
+        there.run("bash", "echo local-two > local.txt", cwd=clone_dir)
+    else:  # its number taken, nothing in the log yet
+        batch = subprocess.Popen(
+            [str(EARSHOT), "bash", "echo local-two > local.txt"],
+            cwd=clone_dir,
+            env=there.env(EARSHOT_FAULTS="intent-begun=stop"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert batch.stderr is not None
+        for raw in batch.stderr:
+            if b"earshot-fault: intent-begun (stopped" in raw:
+                break
+    os.kill(pull.pid, signal.SIGCONT)
+    _out, err = pull.communicate(timeout=180)
+    expected = b"took a batch here" if stage == "begun" else b"while the pull ran"
+    assert pull.returncode == 1 and expected in err, err
+    if stage == "begun":
+        os.kill(batch.pid, signal.SIGCONT)
+        _out, err = batch.communicate(timeout=180)
+        assert batch.returncode == 0, err
+    (batch,) = [b for b in there.json("log", cwd=clone_dir)["batches"] if b["seq"] == 2]
+    assert "local-two" in str(batch["calls"])
+    there.run("undo", cwd=clone_dir)
+    assert not (clone_dir / "local.txt").exists()
+
+
+def test_a_lock_of_another_pid_namespace_is_not_taken_for_dead(
+    machines: Callable[..., list[Machine]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (here,) = machines("here")
+    here.run("bash", "echo one > one.txt")
+    here.run("push")
+    from earshot.cas.remote import config, locks
+    from earshot.cas.remote.repository import Repository
+
+    for key, value in here.env().items():
+        monkeypatch.setenv(key, value)
+    spec = config.get("r")
+    repo = Repository.open(spec.storage(), PASSPHRASE.encode(), config.cache_dir())
+    elsewhere = locks.Lock(repo, "shared")
+    monkeypatch.setattr(locks.os, "getpid", lambda: 4_000_000)  # no such pid here
+    monkeypatch.setattr(locks, "_pid_space", lambda: "another-boot/4026531836")
+    elsewhere.write()
+    monkeypatch.undo()
+    for key, value in here.env().items():
+        monkeypatch.setenv(key, value)
+    ran = here.run("gc", "--remote", "r", "--grace", "0", expect=75)
+    assert "a push from" in ran.stderr
+    dead_here = locks.Lock(repo, "shared")
+    monkeypatch.setattr(locks.os, "getpid", lambda: 4_000_000)
+    dead_here.write()
+    monkeypatch.undo()
+    elsewhere.remove()
+    here.run("gc", "--remote", "r", "--grace", "0")  # this boot, this namespace: dead
+
+
+def test_a_plain_pull_takes_this_roots_sessions_alone(
+    machines: Callable[..., list[Machine]],
+) -> None:
+    one, two = machines("one", "two")
+    one.run("bash", "echo one > one.txt")
+    one.run("push")
+    two.run("bash", "echo two > two.txt")
+    mine = two.json("log")["session"]
+    two.run("push")
+    assert [p["session"] for p in two.json("pull", "r")["pulled"]] == [mine]
+    assert [s["id"] for s in two.json("sessions")["sessions"]] == [mine]
+    assert "outside" in two.run("push", "--session", "outside", expect=2).stderr
+
+
+def test_a_session_retention_pruned_that_went_on_here_is_filled_in_and_pushed(
+    machines: Callable[..., list[Machine]],
+) -> None:
+    here, there = machines("here", "there")
+    here.run("bash", "echo one > one.txt")
+    session = here.json("log")["session"]
+    here.run("bash", "echo two > two.txt", session=session)
+    here.run("push")
+    from earshot.agent.core.records import TABLES, delete_session
+    from earshot.cas.project import Project
+
+    project = Project(here.root, home=here.cli.home, extra_tables=TABLES)
+    with project, project.store.backend.write() as txn:
+        delete_session(txn, session)  # as retention drops an old session's batches
+    here.run("bash", "echo three > three.txt", env={"EARSHOT_SESSION": session})
+    assert [b["seq"] for b in here.json("log", "--session", session)["batches"]] == [3]
+    assert "pull" in here.run("push", "--session", session, expect=1).stderr
+    pulled = here.json("pull", "r", "--session", session)["pulled"][0]
+    assert pulled["new_batches"] == 2
+    assert [b["seq"] for b in here.json("log", "--session", session)["batches"]] == [1, 2, 3]
+    here.run("push", "--session", session)
+    clone_dir = there.root / "work"
+    there.run("clone", "r", str(clone_dir), "--session", session)
+    assert sorted(p.name for p in clone_dir.iterdir()) == ["one.txt", "three.txt", "two.txt"]
+
+
+def test_a_clone_the_disk_could_not_take_says_it_is_incomplete(
+    machines: Callable[..., list[Machine]],
+) -> None:
+    here, there = machines("here", "there")
+    seed(here.root)
+    here.run("bash", "echo one > one.txt")
+    session = here.json("log")["session"]
+    here.run("push")
+    clone_dir = there.root / "work"
+    ran = there.run(
+        "clone",
+        "r",
+        str(clone_dir),
+        "--session",
+        session,
+        "--json",
+        expect=3,
+        env={"EARSHOT_FAULTS": "restore-rename@2=enospc"},
+    )
+    doc = ran.json()
+    assert doc["skipped"] and "No space left" in doc["skipped"][0]["why"]
