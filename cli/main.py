@@ -62,9 +62,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "uninstall": ("cmd_install", "uninstall", "Take earshot's hooks out of an agent's settings."),
     "ui": ("cmd_ui", "ui", "Serve the root's sessions and a chat in a browser, on 127.0.0.1."),
     "remote": ("cmd_remote", "remote", "Name the S3-compatible remotes checkpoints go to."),
-    "push": ("cmd_remote", "push", "Send sessions and their checkpoints to a remote, encrypted."),
-    "pull": ("cmd_remote", "pull", "Bring sessions from a remote into this root's store."),
-    "clone": ("cmd_remote", "clone", "Make a new root at a session's latest state from a remote."),
+    "push": ("cmd_sync", "push", "Send sessions and their checkpoints to a remote, encrypted."),
+    "pull": ("cmd_sync", "pull", "Bring sessions from a remote into this root's store."),
+    "clone": ("cmd_sync", "clone", "Make a new root at a session's latest state from a remote."),
     "doctor": ("cmd_doctor", "doctor", "Check that the agents' hooks run and earshot can record."),
 }
 

@@ -2,5 +2,6 @@
 
 A room of the agent layer over the store's remote (``earshot.cas.remote``):
 ``bundle`` (a session as it travels, and whether one state holds another),
-``sync`` (push, pull, clone, the remote's sessions, forget).
+``heads`` (a session's states on the remote; the remote's sessions; forget),
+``push``, and ``pull`` (with clone).
 """

@@ -779,22 +779,23 @@ def test_a_push_whose_lock_lapsed_sends_again_what_a_gc_took_meanwhile(
     session = here.json("log", cwd=second)["session"]
 
     from earshot.agent.core.records import TABLES
-    from earshot.agent.remote import sync
+    from earshot.agent.remote import push as sync
     from earshot.cas.project import Project
     from earshot.cas.remote import config
     from earshot.cas.remote.prune import prune
+    from earshot.cas.remote.repository import Repository
 
     for key, value in here.env().items():
         monkeypatch.setenv(key, value)
     spec = config.get("r")
-    repo = sync.Repository.open(spec.storage(), PASSPHRASE.encode(), config.cache_dir())
+    repo = Repository.open(spec.storage(), PASSPHRASE.encode(), config.cache_dir())
     real = sync._send_session
     calls = []
 
     def lid_closes(lock: Any) -> None:
         """The lock lapses, and a gc runs meanwhile."""
         lock.remove()
-        other = sync.Repository.open(spec.storage(), PASSPHRASE.encode(), config.cache_dir())
+        other = Repository.open(spec.storage(), PASSPHRASE.encode(), config.cache_dir())
         assert prune(other, grace_s=0).packs_dropped >= 1
         lock.lapsed = True
 

@@ -1,17 +1,11 @@
-"""push, pull and clone: sessions between a root's store and a remote.
-
-A push sends what the remote lacks, then one new reference per session,
-last: a push cut at any instant leaves the remote naming nothing missing,
-and the next push finds what arrived (the index files written after each
-pack) and sends only the rest. A push refuses a session whose remote state
-holds batches or log lines this root lacks (pushed from elsewhere): pull
-first. Two pushes at once each write a reference of their own; neither
-overwrites the other.
+"""pull and clone: a session's newest state from a remote into a root's store.
 
 A pull fetches the newest state of a session (the one reference no other
-holds), every object checked, then writes the log and last the records: the
-session is there whole or not at all. A local session that holds something
-the remote lacks is refused as diverged, never overwritten.
+holds), every object checked, then writes the records and the log's new
+lines under the log's lock: the session is there whole or not at all. A
+local session that holds something the remote lacks is refused as
+diverged, never overwritten. A clone is a pull into a new root, then a
+restore of the state its newest batch left.
 """
 
 from __future__ import annotations
@@ -20,11 +14,8 @@ import contextlib
 import fcntl
 import os
 import shutil
-import socket
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import blake3
 
@@ -40,37 +31,17 @@ from earshot.agent.core.records import (
     put_session,
 )
 from earshot.cas import faults
-from earshot.cas.digest import Digest, blob_digest
+from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.paths import checkpoints_dir, sessions_dir
 from earshot.cas.progress import QUIET, Progress
 from earshot.cas.project import Project
-from earshot.cas.remote import locks
-from earshot.cas.remote.repository import RefName, Repository
-from earshot.cas.remote.transfer import Fetcher, Sent, missing_objects, send
+from earshot.cas.remote.repository import Repository
+from earshot.cas.remote.transfer import Fetcher
 
 from . import bundle
 from .bundle import SessionState
-
-FORMAT = 1
-
-
-class Diverged(EarshotError):
-    """Both sides hold something of a session the other lacks."""
-
-
-class NoSuchSession(EarshotError):
-    pass
-
-
-@dataclass
-class Pushed:
-    session: str
-    ref: str | None
-    objects: int = 0
-    bytes: int = 0
-    packs: int = 0
-    batches: int = 0
+from .heads import Diverged, NoSuchSession, one_state, summary
 
 
 @dataclass
@@ -84,212 +55,12 @@ class Pulled:
     up_to_date: bool = False
 
 
-@dataclass
-class RemoteSession:
-    session: str
-    batches: int
-    time_ns: int
-    host: str
-    heads: int
-    refs: list[str] = field(default_factory=list)
-
-
-# -- references of one session -------------------------------------------------
-
-
-Refs = list[tuple[RefName, dict[str, Any]]]
-
-
-def _heads(
-    repo: Repository, session: str, refs: list[RefName] | None = None
-) -> tuple[Refs, list[str]]:
-    """(this session's states no other holds: its references with their
-    documents; every push id of the session).
-
-    Read newest first: a reference lists every earlier one its push held, so
-    a session pushed from one place costs one read however many pushes it
-    had. A reference of the same state as a newer head (two pushes of one
-    state at once) is that head.
-    """
-    key = repo.session_key(session)
-    mine = sorted(
-        (r for r in (repo.refs() if refs is None else refs) if r.session_key == key),
-        key=lambda r: r.push,
-        reverse=True,
-    )
-    held: set[str] = set()
-    heads: Refs = []
-    for ref in mine:
-        if ref.push in held:
-            continue
-        doc = repo.read_ref(ref)
-        held.update(p for p in doc.get("includes", []) if isinstance(p, str))
-        if not any(_summary(doc) == _summary(other) for _, other in heads):
-            heads.append((ref, doc))
-    return heads, [r.push for r in mine]
-
-
-def _summary(doc: dict[str, Any]) -> tuple[dict[int, str], int, str]:
-    meta = doc.get("meta", {})
-    try:
-        batches = {int(k): str(v) for k, v in meta["batches"].items()}
-        size, digest = meta["log"]
-        return batches, int(size), str(digest)
-    except (KeyError, TypeError, ValueError):
-        raise bundle.BadBundle("its reference has no summary") from None
-
-
-# -- push -----------------------------------------------------------------------
-
-
-def pushable_sessions(project: Project) -> list[str]:
-    with project.store.backend.read() as view:
-        return [r.id for r in all_sessions(view) if r.id != OUTSIDE]
-
-
-def push(
-    project: Project, repo: Repository, sessions: list[str], progress: Progress = QUIET
-) -> tuple[list[Pushed], list[str]]:
-    """Push each session; (what was pushed or up to date, why each other one was
-    refused: a session the remote holds more of is left for a pull, the rest go)."""
-    out, refused = [], []
-    with locks.shared(repo) as lock:
-        for session in sessions:
-            if session == OUTSIDE:
-                raise NoSuchSession("'outside' belongs to this root alone; it is not pushed")
-            try:
-                out.append(_push_one(project, repo, session, progress, lock))
-            except Diverged as exc:
-                refused.append(str(exc))
-    return out, refused
-
-
 def local_sessions(project: Project) -> set[str]:
     """The sessions this root has: a checkpoint record or a log."""
     with project.store.backend.read() as view:
         ids = {r.id for r in all_sessions(view)}
     ids.update(p.name.removesuffix(".jsonl") for p in log_dir(project).glob("*.jsonl"))
     return ids
-
-
-def _push_one(
-    project: Project, repo: Repository, session: str, progress: Progress, lock: locks.Lock
-) -> Pushed:
-    state = bundle.local_state(project, session)
-    if state is None:
-        raise NoSuchSession(f"no session {session} in this root's store")
-    heads, pushes = _heads(repo, session)
-    for ref, doc in heads:
-        if not state.holds(*_summary(doc)):
-            raise Diverged(
-                f"the remote holds batches or messages of session {session} this root lacks "
-                f"(pushed from {doc.get('host', 'elsewhere')}, reference {ref.push}); "
-                "'earshot pull' it first. Nothing was pushed"
-            )
-    if len(heads) == 1 and _summary(heads[0][1]) == _state_summary(state):
-        return Pushed(session, None, batches=len(state.batches))  # up to date
-    body = bundle.encode(state)
-    loose = {blob_digest(body): body, blob_digest(state.log): state.log}
-    sent = _send_session(project, repo, state, loose, progress, lock)
-    lock.refresh()
-    if lock.lapsed:
-        # Asleep past the lock's lease: a gc may have dropped objects this
-        # push found on the remote and did not send, or packs it sent and had
-        # not indexed yet. Everything the session names is looked up again,
-        # in the index as it is now and in the packs there are; what is not
-        # there is sent.
-        lock.write()
-        again = _send_session(project, repo, state, loose, progress, lock, recheck=True)
-        sent = Sent(
-            sent.objects + again.objects, sent.bytes + again.bytes, sent.packs + again.packs
-        )
-    log_size, log_digest = state.log_summary()
-    doc = {
-        "format": FORMAT,
-        "time_ns": time.time_ns(),
-        "host": socket.gethostname(),
-        "snapshots": [d.hex() for d in state.snapshots()],
-        "blobs": [d.hex() for d in (*loose, *state.ledger_blobs())],
-        # Every earlier reference of the session: this one holds each head
-        # whole (else it was refused above), and the heads hold the rest.
-        "includes": sorted(pushes),
-        "meta": {
-            "session": session,
-            "bundle": blob_digest(body).hex(),
-            "log_blob": blob_digest(state.log).hex(),
-            "log": [log_size, log_digest],
-            "batches": {str(k): v for k, v in state.identities().items()},
-        },
-    }
-    faults.point("remote-ref-ready")
-    ref = repo.put_ref(session, doc)
-    return Pushed(session, ref.path, sent.objects, sent.bytes, sent.packs, len(state.batches))
-
-
-def _send_session(
-    project: Project,
-    repo: Repository,
-    state: SessionState,
-    loose: dict[Digest, bytes],
-    progress: Progress,
-    lock: locks.Lock,
-    recheck: bool = False,
-) -> Sent:
-    index = repo.index(refresh=recheck)
-    packs = (
-        {listed.name.split("/", 1)[1] for listed in repo.storage.listing("data")}
-        if recheck
-        else None
-    )
-
-    def has(digest: Digest) -> bool:
-        entry = index.get(digest)
-        return entry is not None and (packs is None or entry.pack in packs)
-
-    if recheck:
-        loose = {d: data for d, data in loose.items() if not has(d)}
-    with project.store.reader() as reader:
-        data, meta = missing_objects(
-            reader, state.snapshots(), state.ledger_blobs(), has, whole=recheck
-        )
-        return send(repo, reader, data, meta, progress, lock, loose=loose, force=recheck)
-
-
-def _state_summary(state: SessionState) -> tuple[dict[int, str], int, str]:
-    return (state.identities(), *state.log_summary())
-
-
-# -- pull -----------------------------------------------------------------------
-
-
-def _head(
-    repo: Repository, session: str, push: str | None = None
-) -> tuple[RefName, dict[str, Any]]:
-    """The one state of the session to take (``push``: the head of that
-    reference, for a session pushed from two places at once)."""
-    heads, _ = _heads(repo, session)
-    if not heads:
-        raise NoSuchSession(f"{repo.storage.url}: no session {session} there")
-    if push is not None:
-        chosen = [(r, d) for r, d in heads if r.push.startswith(push)]
-        if len(chosen) != 1:
-            known = ", ".join(r.push for r, _ in heads)
-            raise NoSuchSession(f"session {session}: no one state {push} on the remote ({known})")
-        ref, doc = chosen[0]
-        return ref, doc
-    if len(heads) > 1:
-        states = "; ".join(
-            f"{r.push} from {d.get('host', '?')} ({len(d.get('meta', {}).get('batches', {}))} "
-            "batches)"
-            for r, d in heads
-        )
-        raise Diverged(
-            f"session {session} has {len(heads)} states on the remote that do not hold each "
-            f"other (pushed from two places: {states}); nothing was taken. Take one with "
-            "--ref PUSH, and 'earshot remote forget NAME SESSION --ref PUSH' the other once "
-            "it is kept elsewhere"
-        )
-    return heads[0]
 
 
 def pull(
@@ -301,8 +72,8 @@ def pull(
 ) -> Pulled:
     if session == OUTSIDE:
         raise NoSuchSession("'outside' belongs to each root alone; it is not pulled")
-    _ref, doc = _head(repo, session, push)
-    batches, size, digest = _summary(doc)
+    _ref, doc = one_state(repo, session, push)
+    batches, size, digest = summary(doc)
     local = bundle.local_state(project, session)
     if local is not None and local.holds(batches, size, digest):
         return Pulled(session, len(local.batches), up_to_date=True)
@@ -491,9 +262,6 @@ def _write_records(project: Project, local: SessionState | None, remote: Session
     return new
 
 
-# -- clone ------------------------------------------------------------------------
-
-
 @dataclass
 class Cloned:
     pulled: Pulled
@@ -529,7 +297,7 @@ def clone(
             )
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise EarshotError(f"{directory}: exists and is not an empty directory; nothing was done")
-    _head(repo, session, push)  # a clear error before anything is made
+    one_state(repo, session, push)  # a clear error before anything is made
     made = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
     project = Project(target, home=home, extra_tables=TABLES)
@@ -560,45 +328,3 @@ def _unmake(project: Project, directory: Path | None) -> None:
     if directory is not None:
         with contextlib.suppress(OSError):
             directory.rmdir()
-
-
-# -- the remote's sessions ----------------------------------------------------------
-
-
-def remote_sessions(repo: Repository) -> list[RemoteSession]:
-    refs = repo.refs()
-    out = []
-    for key in dict.fromkeys(r.session_key for r in refs):
-        newest = max((r for r in refs if r.session_key == key), key=lambda r: r.push)
-        session = str(repo.read_ref(newest).get("meta", {}).get("session", "?"))
-        heads, _pushes = _heads(repo, session, refs)
-        _ref, doc = max(heads, key=lambda item: item[0].push)
-        out.append(
-            RemoteSession(
-                session,
-                len(doc.get("meta", {}).get("batches", {})),
-                int(doc.get("time_ns", 0)),
-                str(doc.get("host", "?")),
-                len(heads),
-                [r.push for r, _ in heads],
-            )
-        )
-    return sorted(out, key=lambda s: s.time_ns, reverse=True)
-
-
-def forget(repo: Repository, session: str, push: str | None = None) -> int:
-    """Take a session off the remote (``push``: only that state, and what only
-    it held); gc --remote then drops its data."""
-    key = repo.session_key(session)
-    refs = [r for r in repo.refs() if r.session_key == key]
-    if not refs:
-        raise NoSuchSession(f"{repo.storage.url}: no session {session} there")
-    gone = refs
-    if push is not None:
-        ref, _doc = _head(repo, session, push)
-        others, _ = _heads(repo, session)
-        kept = {p for r, d in others if r != ref for p in (r.push, *d.get("includes", []))}
-        gone = [r for r in refs if r.push not in kept]
-    with locks.shared(repo):
-        repo.storage.delete([r.path for r in gone])
-    return len(gone)
