@@ -865,6 +865,12 @@ MUTANTS = [
         "whole=False",
         "tests/cli/test_remote.py -k lapsed",
     ),
+    (
+        "cas/dirfd.py",
+        "        if len(self._open) > _KEPT_MAX:",
+        "        if False:",
+        "tests/cli/test_cli_restore.py -k descriptor_limit",
+    ),
 ]
 
 

@@ -309,3 +309,19 @@ def test_restore_force_deletes_an_extra_file_git_tracks_though_the_snapshots_rul
     doc = cli.json("restore", s0[:12], "--force")
     assert doc["deleted"] == [".flaskenv"] and doc["skipped"] == []
     assert not (cli.root / ".flaskenv").exists()
+
+
+def test_a_restore_of_more_directories_than_the_descriptor_limit_writes_them_all(
+    cli: Cli, tree: Any
+) -> None:
+    """Each directory's descriptor was kept open for the restore's length: a
+    tree of more directories than the process may open (a clone, a restore
+    into an emptied root) failed file after file with EMFILE."""
+    for i in range(400):
+        cli.write(f"d{i % 20}/e{i}/f.txt", f"{i}\n")
+    before = tree(cli.root)
+    snap = cli.snap()
+    for child in cli.root.iterdir():
+        shutil.rmtree(child)
+    cli.run("restore", snap, prefix=("prlimit", "--nofile=128:128", "--"))
+    assert tree(cli.root) == before
