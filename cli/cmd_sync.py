@@ -67,9 +67,18 @@ def push(
             "objects": p.objects,
             "bytes": p.bytes,
             "packs": p.packs,
+            "folded": p.folded,
         }
         for p in pushed
     ]
+    for p in pushed:
+        if p.folded:
+            click.echo(
+                f"earshot: warning: {p.session}: its newest batch was folded (its changes go "
+                "into the next batch's snapshot): they reach the remote once the session's "
+                "next batch records them and you push again",
+                err=True,
+            )
     lines = [
         f"{p.session}: up to date on {spec.name}"
         if p.ref is None

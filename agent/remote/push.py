@@ -43,6 +43,9 @@ class Pushed:
     bytes: int = 0
     packs: int = 0
     batches: int = 0
+    #: The newest batch was folded (its changes land in the next snapshot):
+    #: what it did is not in what was pushed yet.
+    folded: bool = False
 
 
 def pushable_sessions(project: Project) -> list[str]:
@@ -79,10 +82,10 @@ def _push_one(
             raise Diverged(
                 f"the remote holds batches or messages of session {session} this root lacks "
                 f"(pushed from {doc.get('host', 'elsewhere')}, reference {ref.push}); "
-                "'earshot pull' it first. Nothing was pushed"
+                "'earshot pull' it first. It was not pushed"
             )
     if len(heads) == 1 and summary(heads[0][1]) == _statesummary(state):
-        return Pushed(session, None, batches=len(state.batches))  # up to date
+        return Pushed(session, None, batches=len(state.batches), folded=_folded(state))
     body = bundle.encode(state)
     loose = {blob_digest(body): body, blob_digest(state.log): state.log}
     sent = _send_session(project, repo, state, loose, progress, lock)
@@ -118,7 +121,13 @@ def _push_one(
     }
     faults.point("remote-ref-ready")
     ref = repo.put_ref(session, doc)
-    return Pushed(session, ref.path, sent.objects, sent.bytes, sent.packs, len(state.batches))
+    done = Pushed(session, ref.path, sent.objects, sent.bytes, sent.packs, len(state.batches))
+    done.folded = _folded(state)
+    return done
+
+
+def _folded(state: SessionState) -> bool:
+    return bool(state.batches) and state.batches[-1].folded
 
 
 def _send_session(

@@ -985,3 +985,21 @@ def test_a_clone_the_disk_could_not_take_says_it_is_incomplete(
     )
     doc = ran.json()
     assert doc["skipped"] and "No space left" in doc["skipped"][0]["why"]
+
+
+def test_a_push_whose_newest_batch_was_folded_says_its_changes_are_not_there_yet(
+    machines: Callable[..., list[Machine]],
+) -> None:
+    (here,) = machines("here")
+    (here.root / "gen.py").write_text("open('made.txt', 'w').write('made\\n')\n")
+    budget = {"EARSHOT_RESTAGE_BUDGET_MS": "0"}
+    here.run("bash", "echo one > one.txt", env=budget)
+    here.run("bash", "python3 gen.py", env=budget)
+    assert here.json("log", env=budget)["batches"][-1]["folded"] is True
+    ran = here.run("push", "--json", env=budget)
+    assert ran.json()["pushed"][0]["folded"] is True
+    assert "its newest batch was folded" in ran.stderr
+    again = here.run("bash", "echo two > two.txt", env=budget)
+    assert again.rc == 0
+    ran = here.run("push", "--json", env=budget)
+    assert ran.json()["pushed"][0]["folded"] is False and "folded" not in ran.stderr
