@@ -107,18 +107,9 @@ def pull(
         fetcher.fetch(remote.snapshots(), remote.ledger_blobs())
         faults.point("remote-objects-fetched")
     if pruned:  # records only: the log here already holds the remote's
-        assert local is not None
-        filled = SessionState(local.record, remote.batches, local.log)
-        new = _write_records(project, local, filled)
-        return Pulled(
-            session,
-            len(filled.batches),
-            new,
-            fetcher.fetched.objects,
-            fetcher.fetched.bytes,
-            fetcher.fetched.requests,
-        )
-    new = _write_session(project, local, remote)
+        new = _write_records(project, local, remote)
+    else:
+        new = _write_session(project, local, remote)
     return Pulled(
         session,
         len(remote.batches),

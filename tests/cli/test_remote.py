@@ -62,14 +62,32 @@ class Machine:
     def add(self, **kwargs: Any) -> Ran:
         return self.run("remote", "add", "r", self.url, "--endpoint", self.s3.endpoint, **kwargs)
 
-    def popen(self, *args: str, **env: str) -> subprocess.Popen[bytes]:
+    def popen(self, *args: str, cwd: Path | None = None, **env: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [str(EARSHOT), *args],
-            cwd=self.root,
+            cwd=cwd or self.root,
             env=self.env(**env),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
+
+    def stopped_at(self, site: str, *args: str, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+        """``earshot ARGS`` stopped at the fault point ``site``: returned once its
+        line says so (the event, not the clock)."""
+        proc = self.popen(*args, cwd=cwd, EARSHOT_FAULTS=f"{site}=stop")
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            if f"earshot-fault: {site} (stopped".encode() in raw:
+                return proc
+        raise AssertionError(proc.communicate())
+
+
+def go_on(proc: subprocess.Popen[bytes], expect: int = 0) -> bytes:
+    """Let a stopped command go on to its end; its stderr."""
+    os.kill(proc.pid, signal.SIGCONT)
+    _out, err = proc.communicate(timeout=180)
+    assert proc.returncode == expect, err
+    return err
 
 
 @pytest.fixture
@@ -353,24 +371,7 @@ def test_two_pushes_at_once_lose_nothing(
 
 def _held_at_ref(machine: Machine, cwd: Path) -> subprocess.Popen[bytes]:
     """A push stopped just before it writes its reference (it has read the heads)."""
-    proc = subprocess.Popen(
-        [str(EARSHOT), "push"],
-        cwd=cwd,
-        env=machine.env(EARSHOT_FAULTS="remote-ref-ready=stop"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stderr is not None
-    for raw in proc.stderr:
-        if b"earshot-fault: remote-ref-ready (stopped" in raw:
-            return proc
-    raise AssertionError(proc.communicate())
-
-
-def _go_on(proc: subprocess.Popen[bytes]) -> None:
-    os.kill(proc.pid, signal.SIGCONT)
-    _out, err = proc.communicate(timeout=180)
-    assert proc.returncode == 0, err
+    return machine.stopped_at("remote-ref-ready", "push", cwd=cwd)
 
 
 def test_one_session_pushed_from_two_places_at_once_keeps_both_until_one_is_chosen(
@@ -390,7 +391,7 @@ def test_one_session_pushed_from_two_places_at_once_keeps_both_until_one_is_chos
     # Both read the remote before either writes: two states, neither lost.
     held = [_held_at_ref(here, here.root), _held_at_ref(there, clone_dir)]
     for proc in held:
-        _go_on(proc)
+        go_on(proc)
     (found,) = here.json("remote", "sessions")["sessions"]
     assert found["heads"] == 2
     line = check_error(here.run("pull", "r", "--session", session, expect=1))
@@ -422,7 +423,7 @@ def test_two_pushes_of_one_state_at_once_are_one_state(
     session = here.json("log")["session"]
     held = [_held_at_ref(here, here.root), _held_at_ref(here, here.root)]
     for proc in held:
-        _go_on(proc)
+        go_on(proc)
     (found,) = here.json("remote", "sessions")["sessions"]
     assert found["heads"] == 1
     assert here.json("pull", "r", "--session", session)["pulled"][0]["up_to_date"] is True
@@ -479,18 +480,12 @@ def test_gc_refuses_while_a_push_runs_and_drops_only_what_no_session_needs(
     here.run("bash", "echo one > one.txt")
     first = here.json("log")["session"]
     # A push stopped after its first pack: it holds its lock.
-    push = here.popen("push", EARSHOT_FAULTS="remote-pack-sent=stop")
-    assert push.stderr is not None
-    for raw in push.stderr:  # the fault's line: the push is stopped, its lock written
-        if b"earshot-fault: remote-pack-sent (stopped" in raw:
-            break
+    push = here.stopped_at("remote-pack-sent", "push")  # its lock written
     before = set(here.s3.objects(here.bucket))
     ran = here.run("gc", "--remote", "r", "--grace", "0", expect=75)
     assert "a push from" in check_error(ran, 75)
     assert set(here.s3.objects(here.bucket)) == before
-    os.kill(push.pid, signal.SIGCONT)
-    _out, err = push.communicate(timeout=180)
-    assert push.returncode == 0, err
+    go_on(push)
     # A second session, then the first is forgotten and collected.
     second_root = here.root.parent / "second"
     second_root.mkdir()
@@ -701,21 +696,9 @@ def test_a_line_written_to_the_log_while_a_pull_runs_is_kept(
     there.run("clone", "r", str(clone_dir), "--session", session)
     here.run("bash", "echo two > two.txt")
     here.run("push")
-    pull = subprocess.Popen(
-        [str(EARSHOT), "pull", "r"],
-        cwd=clone_dir,
-        env=there.env(EARSHOT_FAULTS="remote-objects-fetched=stop"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert pull.stderr is not None
-    for raw in pull.stderr:
-        if b"earshot-fault: remote-objects-fetched (stopped" in raw:
-            break
+    pull = there.stopped_at("remote-objects-fetched", "pull", "r", cwd=clone_dir)
     there.run("say", "--role", "user", "written while the pull ran", cwd=clone_dir)
-    os.kill(pull.pid, signal.SIGCONT)
-    _out, err = pull.communicate(timeout=180)
-    assert pull.returncode == 1 and b"took lines the remote's lacks" in err, err
+    assert b"took lines the remote's lacks" in go_on(pull, expect=1)
     (log,) = (there.cli.home / "sessions").glob(f"*/{session}.jsonl")
     assert "written while the pull ran" in log.read_text()
 
@@ -855,39 +838,16 @@ def test_a_batch_begun_while_a_pull_runs_is_never_overwritten(
     there.run("clone", "r", str(clone_dir), "--session", session)
     here.run("bash", "echo remote-two > two.txt")
     here.run("push")
-    pull = subprocess.Popen(
-        [str(EARSHOT), "pull", "r"],
-        cwd=clone_dir,
-        env=there.env(EARSHOT_FAULTS="remote-objects-fetched=stop"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert pull.stderr is not None
-    for raw in pull.stderr:
-        if b"earshot-fault: remote-objects-fetched (stopped" in raw:
-            break
+    pull = there.stopped_at("remote-objects-fetched", "pull", "r", cwd=clone_dir)
     if stage == "recorded":
         there.run("bash", "echo local-two > local.txt", cwd=clone_dir)
     else:  # its number taken, nothing in the log yet
-        batch = subprocess.Popen(
-            [str(EARSHOT), "bash", "echo local-two > local.txt"],
-            cwd=clone_dir,
-            env=there.env(EARSHOT_FAULTS="intent-begun=stop"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        assert batch.stderr is not None
-        for raw in batch.stderr:
-            if b"earshot-fault: intent-begun (stopped" in raw:
-                break
-    os.kill(pull.pid, signal.SIGCONT)
-    _out, err = pull.communicate(timeout=180)
-    expected = b"took a batch here" if stage == "begun" else b"while the pull ran"
-    assert pull.returncode == 1 and expected in err, err
+        cmd = ("bash", "echo local-two > local.txt")
+        batch = there.stopped_at("intent-begun", *cmd, cwd=clone_dir)
+    err = go_on(pull, expect=1)
+    assert (b"took a batch here" if stage == "begun" else b"while the pull ran") in err, err
     if stage == "begun":
-        os.kill(batch.pid, signal.SIGCONT)
-        _out, err = batch.communicate(timeout=180)
-        assert batch.returncode == 0, err
+        go_on(batch)
     (batch,) = [b for b in there.json("log", cwd=clone_dir)["batches"] if b["seq"] == 2]
     assert "local-two" in str(batch["calls"])
     there.run("undo", cwd=clone_dir)
