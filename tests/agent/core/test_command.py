@@ -59,16 +59,33 @@ def _wait_for_file(path: Path) -> None:
         time.sleep(0.01)
 
 
+def _name(group: list[int]) -> str:
+    """The command name of the group's leader, once it has one."""
+    try:
+        return Path(f"/proc/{group[0]}/comm").read_text().strip() if group else ""
+    except OSError:
+        return ""
+
+
 def test_a_signal_still_stops_a_captured_command(tmp_path: Path) -> None:
     import threading
 
+    group: list[int] = []
+
     def later() -> None:
-        _wait_for_file(tmp_path / "started")  # the command runs: earshot handles the signal
+        # Sent once the shell is sleep itself (exec): dash -c catches a SIGINT
+        # that lands between two commands and acts on it only when the next
+        # one ends, as it does in a terminal (sleep 30 ran out once in CI).
+        deadline = time.monotonic() + 120  # a bound for a command that never starts
+        while _name(group) != "sleep" and time.monotonic() < deadline:
+            time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=later, daemon=True).start()
     began = time.monotonic()
-    ran = run_command(shell_argv("touch started; sleep 30"), str(tmp_path), True)
+    ran = run_command(
+        shell_argv("touch started; exec sleep 30"), str(tmp_path), True, on_spawn=group.append
+    )
     # Stopped, not run out: sleep 30 would take 30 s.
     assert ran.interrupted_by == signal.SIGINT and time.monotonic() - began < 29
 
