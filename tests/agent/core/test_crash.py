@@ -259,6 +259,22 @@ def _wait_for(path: Path, timeout: float = 20.0) -> str:
     raise AssertionError(f"{path} never appeared")
 
 
+def _wait_for_sleep(cwd: Path, timeout: float = 20.0) -> None:
+    """Until a ``sleep`` runs in ``cwd``: a signal to its group then reaches it.
+
+    Sent earlier, between two of the shell's commands, a SIGINT is caught by
+    dash -c and acted on only when the next command ends (sleep 30 ran out).
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                if (proc / "comm").read_text() == "sleep\n" and (proc / "cwd").resolve() == cwd:
+                    return
+        time.sleep(0.01)
+    raise AssertionError(f"no sleep ever ran in {cwd}")
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -352,6 +368,7 @@ def test_4_a_signal_to_earshot_is_passed_to_the_command_and_the_batch_recorded(
         preexec_fn=_default_signals,
     )
     _wait_for(ready)
+    _wait_for_sleep(root.resolve())
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 128 + sig, err
