@@ -81,6 +81,12 @@ def store_failure(path: Path, exc: BaseException, writing: int = 0) -> StoreErro
             "'earshot fsck' says what is damaged",
             damaged=True,
         )
+    if code == errno.EIO or "Input/output error" in text:
+        # A failing disk, or LMDB writing through a page a flipped byte made
+        # wrong (a leaf flagged an overflow page: its page count is garbage).
+        return StoreError(
+            path, f"{text} (a failing disk, or a damaged page): 'earshot fsck' checks the store"
+        )
     return StoreError(path, text)
 
 

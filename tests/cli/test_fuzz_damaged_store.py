@@ -116,6 +116,7 @@ flips = st.lists(
 @example("leaf", 21, [(17, 0xC0)])  # its first node past the end of the file: SIGBUS
 @example("leaf", 3, [(12, 20)])  # its lower bound: an index entry lost, an object missing
 @example("leaf", 0, [(18, 1)])  # LMDB's list of tables: a table lost would look new and empty
+@example("leaf", 0, [(10, 0x04)])  # a leaf flagged an overflow page too: a commit's EIO
 def test_a_store_with_damaged_pages_is_read_or_refused_in_one_line(
     store: Store, kind: str, pick: int, damage: list[tuple[int, int]]
 ) -> None:
