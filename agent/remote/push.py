@@ -121,9 +121,9 @@ def _push_one(
     }
     faults.point("remote-ref-ready")
     ref = repo.put_ref(session, doc)
-    done = Pushed(session, ref.path, sent.objects, sent.bytes, sent.packs, len(state.batches))
-    done.folded = _folded(state)
-    return done
+    return Pushed(
+        session, ref.path, sent.objects, sent.bytes, sent.packs, len(state.batches), _folded(state)
+    )
 
 
 def _folded(state: SessionState) -> bool:
