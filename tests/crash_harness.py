@@ -95,6 +95,12 @@ class Harness:
             path = self.root / f"d{i % 50}" / f"f{i}.txt"
             path.parent.mkdir(exist_ok=True)
             path.write_text(f"file {i}\n" * (1 + i % 40))
+        # Rewritten by every bash batch with the bytes it holds: a batch
+        # records no change there, so only a sync before the record keeps a
+        # power cut from leaving it truncated where no undo looks.
+        (self.root / "same").mkdir()
+        for i in range(1, 21):
+            (self.root / "same" / str(i)).write_text(f"the same {i}\n")
         (self.root / "big.bin").write_bytes(random.Random(seed).randbytes(3 << 20))
         (self.root / "link").symlink_to("d1/f1.txt")
         self.session = self.json("session", "new")["id"]
@@ -146,7 +152,8 @@ class Harness:
             # Directories of one file each: an undo cut off after deleting
             # some leaves them empty, and the finishing undo must remove them.
             f"for i in $(seq 40); do mkdir -p one{a}/s$i; echo $i > one{a}/s$i/f; done; "
-            f"echo {self.changes} >> churn.txt"
+            f"echo {self.changes} >> churn.txt; "
+            f'for i in $(seq 20); do echo "the same $i" > same/$i; done'
         )
 
     def _exec_calls(self) -> str:

@@ -33,6 +33,7 @@ from earshot.agent.core.doomed import unheld_under
 from earshot.agent.core.records import WatchMark
 from earshot.agent.core.tracker import ChangeTracker, NullTracker
 from earshot.agent.core.vouched import vouched_since_mark, with_eventless
+from earshot.cas.apply import sync_file_system_at
 from earshot.cas.digest import Digest
 from earshot.cas.errors import EarshotError
 from earshot.cas.logs import get_logger
@@ -318,6 +319,11 @@ class Restager:
         seen = self.seen()
         # The shell grammar loads only if the answer still matters (~30 ms).
         if seen is not None or signalled or self.cheap() or destructive():
+            # What the command wrote is durable before a record says so: a
+            # power cut could keep a file's truncation and lose the bytes
+            # written after it, where the batch, seeing the same bytes,
+            # records no change and no undo looks. One syncfs per command.
+            sync_file_system_at(str(self.project.root))
             if seen is None:
                 self.full("after bash")
             elif seen:
