@@ -685,6 +685,14 @@ MUTANTS = [
         "",
         "tests/agent/core/test_powercut.py -k 'barrier_of_an_operation and exec'",
     ),
+    # An agent's command made durable before its batch is recorded: without
+    # it a cut keeps a rewritten file's truncation, not its bytes.
+    (
+        "agent/core/policy.py",
+        "            sync_file_system_at(str(self.project.root))\n",
+        "",
+        "tests/agent/core/test_powercut.py -k 'barrier_of_an_operation and bash'",
+    ),
     # The same directory fsync, seen the way it matters: a power cut after
     # the fork said done must not lose the fork's file.
     (
