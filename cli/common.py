@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -63,6 +64,27 @@ def fail(message: str, code: int = EXIT_ERROR, kind: str = "error") -> NoReturn:
         emit({"error": {"code": kind, "message": line, "exit": code}}, "", True)
     click.echo(f"earshot: {line}", err=True)
     sys.exit(code)
+
+
+@contextmanager
+def usage_errors_as_json(argv: list[str]) -> Iterator[None]:
+    """A usage error click finds (an unknown option, a missing argument), with
+    ``--json``, is one document on stdout as every other error is, code
+    ``usage``, exit 2; click still prints the usage and its line on stderr.
+
+    ``--json`` counts before a ``--`` only: after it, it is a command's word.
+    """
+    try:
+        yield
+    except click.UsageError as exc:
+        words = argv[: argv.index("--")] if "--" in argv else argv
+        if "--json" in words:
+            from .render import EMITTED, emit, one_line
+
+            if not EMITTED["json"]:
+                error = {"code": "usage", "message": one_line(exc.format_message())}
+                emit({"error": {**error, "exit": exc.exit_code}}, "", True)
+        raise
 
 
 def _next_step(exc: BaseException) -> str:

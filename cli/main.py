@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 import click
 
@@ -82,6 +83,25 @@ class LazyGroup(click.Group):
         module = importlib.import_module(f"earshot.cli.{spec[0]}")
         command: click.Command = getattr(module, spec[1])
         return command
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        from .common import usage_errors_as_json
+
+        with usage_errors_as_json(sys.argv[1:]):
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from .common import usage_errors_as_json
+
+        # A command's own arguments are parsed here, under the group's call.
+        with usage_errors_as_json(sys.argv[1:]):
+            return super().invoke(ctx)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Short help from the table, so listing commands imports none of them.

@@ -24,6 +24,21 @@ def test_with_json_an_error_is_the_document_on_stdout_with_its_exit_code(
     assert bad.rc != 0 and "error" in bad.json(), bad
 
 
+def test_with_json_a_usage_error_is_a_document_too_and_click_still_explains(cli: Cli) -> None:
+    unknown = cli.run("log", "--json", "--bogus", expect=2)
+    doc = unknown.json()["error"]
+    assert doc == {"code": "usage", "message": doc["message"], "exit": 2}, doc
+    assert "--bogus" in doc["message"]
+    assert "Usage: earshot log" in unknown.stderr and "--bogus" in unknown.stderr
+    # Before the command, for a command that does not exist, for a bad value.
+    assert cli.run("--json", "log", "--bogus", expect=2).json()["error"]["code"] == "usage"
+    assert "nosuch" in cli.run("--json", "nosuch", expect=2).json()["error"]["message"]
+    assert "'x'" in cli.run("undo", "--json", "x", expect=2).json()["error"]["message"]
+    # Without --json, or with it only after '--' (a command's word): nothing on stdout.
+    assert cli.run("log", "--bogus", expect=2).stdout == ""
+    assert cli.run("exec", "--bogus", "--", "--json", expect=2).stdout == ""
+
+
 def test_a_warning_is_one_plain_line_and_v_brings_back_the_record(cli: Cli) -> None:
     cli.new_session()
     (logs,) = (cli.home / "sessions").iterdir()
