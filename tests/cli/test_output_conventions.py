@@ -33,6 +33,8 @@ def test_with_json_a_usage_error_is_a_document_too_and_click_still_explains(cli:
     # Before the command, for a command that does not exist, for a bad value.
     assert cli.run("--json", "log", "--bogus", expect=2).json()["error"]["code"] == "usage"
     assert "nosuch" in cli.run("--json", "nosuch", expect=2).json()["error"]["message"]
+    # An option of earshot's own that does not exist (parsed before any command).
+    assert "--bogus" in cli.run("--bogus", "--json", expect=2).json()["error"]["message"]
     assert "'x'" in cli.run("undo", "--json", "x", expect=2).json()["error"]["message"]
     # Without --json, or with it only after '--' (a command's word): nothing on stdout.
     assert cli.run("log", "--bogus", expect=2).stdout == ""
