@@ -14,7 +14,9 @@ its text is found twice) or ran no test (its selection matches none): a
 check no test guards, or a mutant that no longer tests anything, both fail
 the run.
 
-It edits the source in place and puts it back; run it on a clean checkout.
+It edits the source in place and puts it back; run it on a clean checkout,
+with nothing else importing earshot from it meanwhile (CI's benchmark smoke
+test, which runs alongside, imports a copy).
 """
 
 import argparse
